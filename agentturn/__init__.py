@@ -1,0 +1,62 @@
+"""agentturn: the hard decisions around an AI-agent model turn, as side-effect-free reducers.
+
+Feed typed events in, get a new immutable state and a tuple of commands out, and carry out the
+commands with your own I/O::
+
+    state = agentturn.TurnState.create("chat-1")
+    for event in host_events():
+        state, commands = agentturn.reduce(state, event)
+        for command in commands:
+            adapter.carry_out(command)  # its completion comes back later as an event
+
+Parts, each usable alone: the turn lifecycle (:mod:`agentturn.turn`), Lead
+(:mod:`agentturn.lead`) and automatic titles (:mod:`agentturn.titles`). ``import agentturn``
+loads only attrs and transitions.
+"""
+
+from . import lead, titles
+from ._base import Command, Event, FieldError, State, Step
+from .commands import *  # noqa: F403
+from .commands import __all__ as _commands_all
+from .errors import ProtocolError, UnexpectedEvent, UnknownId
+from .events import *  # noqa: F403
+from .events import __all__ as _events_all
+from .lead import LEAD_GRAPH, MAX_LEAD_BYTES, MAX_PENDING, LeadQueue
+from .phases import PhaseGraph
+from .records import *  # noqa: F403
+from .records import __all__ as _records_all
+from .titles import TITLE_GRAPH, TitlePhase, TitleState
+from .turn import TURN_GRAPH, PermissionPolicy, TurnConfig, TurnPhase, TurnState, reduce
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LEAD_GRAPH",
+    "MAX_LEAD_BYTES",
+    "MAX_PENDING",
+    "TITLE_GRAPH",
+    "TURN_GRAPH",
+    "Command",
+    "Event",
+    "FieldError",
+    "LeadQueue",
+    "PermissionPolicy",
+    "PhaseGraph",
+    "ProtocolError",
+    "State",
+    "Step",
+    "TitlePhase",
+    "TitleState",
+    "TurnConfig",
+    "TurnPhase",
+    "TurnState",
+    "UnexpectedEvent",
+    "UnknownId",
+    "__version__",
+    "lead",
+    "reduce",
+    "titles",
+    *_commands_all,
+    *_events_all,
+    *_records_all,
+]

@@ -1,0 +1,177 @@
+"""The reducer contract shared by every part.
+
+Theory of operation
+-------------------
+Every part of agentturn is a function ``reduce(state, event) -> Step``. A ``Step`` is the new
+state plus a tuple of commands the host carries out with its own I/O; the completion of each
+command comes back later as another event. Nothing here reads a clock, draws a random number or
+touches a file: identifiers and time arrive inside events.
+
+Rules this module keeps:
+
+* Events, commands and states are frozen, slotted, keyword-only attrs classes
+  (``@attrs.frozen(kw_only=True)``; ``attrs.frozen`` is slotted by default).
+* Events and commands validate their fields on construction, so an invalid one never exists. A
+  validation error is a :class:`FieldError` (a ``TypeError``/``ValueError``) whose message names
+  the class and the field.
+* States are built only by reducers from validated events, so they carry no validators: that
+  keeps a reducer step cheap (see ``benchmarks/run.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+__all__ = [
+    "Command",
+    "Event",
+    "FieldError",
+    "State",
+    "Step",
+    "ids",
+    "is_bool",
+    "is_id",
+    "is_str",
+    "non_negative",
+    "one_of",
+    "optional",
+    "tuple_of",
+]
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """Base of every input a host feeds to a reducer."""
+
+
+@attrs.frozen(kw_only=True)
+class Command:
+    """Base of every output a reducer asks the host to carry out."""
+
+
+@attrs.frozen(kw_only=True)
+class State:
+    """Base of every reducer state."""
+
+
+S = TypeVar("S")
+
+
+@attrs.frozen(slots=True)
+class Step(Generic[S]):
+    """What one reducer call returns: the new state and the commands, in order.
+
+    A ``Step`` unpacks like a pair: ``state, commands = reduce(state, event)``.
+    """
+
+    state: S
+    commands: tuple[Command, ...] = ()
+
+    def __iter__(self) -> Any:
+        return iter((self.state, self.commands))
+
+
+class FieldError(TypeError, ValueError):
+    """An event or command was built with a bad field; the message names class and field."""
+
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _where(instance: Any, attribute: attrs.Attribute[Any]) -> str:
+    return f"{type(instance).__name__}.{attribute.name}"
+
+
+def is_str(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is a ``str`` (any content, empty allowed)."""
+    if type(value) is not str:
+        raise FieldError(
+            f"{_where(instance, attribute)} must be a str, got {type(value).__name__}"
+        )
+
+
+def is_id(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is a non-empty ``str`` identifier."""
+    is_str(instance, attribute, value)
+    if not value:
+        raise FieldError(f"{_where(instance, attribute)} must be a non-empty id")
+
+
+def ids(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is a tuple of distinct non-empty ``str`` identifiers."""
+    if type(value) is not tuple:
+        raise FieldError(
+            f"{_where(instance, attribute)} must be a tuple, got {type(value).__name__}"
+        )
+    for item in value:
+        if type(item) is not str or not item:
+            raise FieldError(f"{_where(instance, attribute)} must hold non-empty str ids")
+    if len(set(value)) != len(value):
+        raise FieldError(f"{_where(instance, attribute)} holds a repeated id")
+
+
+def non_negative(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is an ``int`` (not a bool) that is zero or more."""
+    if type(value) is not int:
+        raise FieldError(
+            f"{_where(instance, attribute)} must be an int, got {type(value).__name__}"
+        )
+    if value < 0:
+        raise FieldError(f"{_where(instance, attribute)} must not be negative, got {value}")
+
+
+def _name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " | ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def one_of(kind: type | tuple[type, ...]) -> Validator:
+    """Validator factory: the field is an instance of ``kind`` (an Enum or a record class)."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, kind):
+            raise FieldError(
+                f"{_where(instance, attribute)} must be a {_name(kind)}, "
+                f"got {type(value).__name__}"
+            )
+
+    return check
+
+
+def optional(check: Validator) -> Validator:
+    """Validator factory: ``None`` or a value ``check`` accepts."""
+
+    def maybe(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None:
+            check(instance, attribute, value)
+
+    return maybe
+
+
+def tuple_of(kind: type | tuple[type, ...]) -> Validator:
+    """Validator factory: a tuple whose items are all instances of ``kind``."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if type(value) is not tuple:
+            raise FieldError(
+                f"{_where(instance, attribute)} must be a tuple, got {type(value).__name__}"
+            )
+        for item in value:
+            if not isinstance(item, kind):
+                raise FieldError(
+                    f"{_where(instance, attribute)} must hold {_name(kind)} items, "
+                    f"got {type(item).__name__}"
+                )
+
+    return check
+
+
+def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is a ``bool``."""
+    if type(value) is not bool:
+        raise FieldError(
+            f"{_where(instance, attribute)} must be a bool, got {type(value).__name__}"
+        )

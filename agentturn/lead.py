@@ -1,0 +1,279 @@
+"""Lead: text the user types while the agent works, joined to the same turn at a safe boundary.
+
+Theory of operation
+-------------------
+The Lead queue of one chat admits instructions only while a turn is active in that chat
+(``OPEN``), saves them one at a time as user messages, and hands the saved ones to the turn when
+it reaches a safe boundary. It knows nothing about tools or streams: the turn lifecycle
+(:mod:`agentturn.turn`) decides where the boundaries are and calls :func:`take_saved` there. A
+host that has its own turn loop can use this part alone: :func:`open_admission` when a turn
+starts, :func:`reduce` for the three Lead events, :func:`take_saved` at its boundaries,
+:func:`close_admission` before final lifecycle work and :func:`release` when the turn has ended.
+
+Rules this module keeps:
+
+* Admission (LD-1, LD-2, LD-5, LD-6, LD-14): the owning chat only, an open turn only, text that is
+  not blank and at most ``MAX_LEAD_BYTES`` bytes of UTF-8, at most ``MAX_PENDING`` pending. Each
+  refusal is a :class:`~agentturn.LeadRefused` command with a typed reason and the draft; never an
+  exception.
+* Saves are serialized (LD-4): at most one ``SaveLead`` is in flight; the others wait in
+  submission order. A failed save hands the draft back (``KeepDraft``) and leaves the others and
+  their order untouched (LD-7).
+* Only acknowledged saves are ever handed to the turn (LD-8), all of them together in save order
+  (LD-16).
+* Nothing is lost (LD-13, LD-14): when admission closes, instructions not yet saving go back as
+  drafts; when the turn ends, saved ones that never reached the model are reported with
+  ``LeadUnapplied``.
+* Attachments are never consumed (LD-15): ``LeadAccepted`` lists them as kept.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ._base import Command, State, Step
+from .commands import (
+    KeepDraft,
+    LeadAccepted,
+    LeadRefusal,
+    LeadRefused,
+    LeadUnapplied,
+    SaveLead,
+)
+from .errors import UnknownId
+from .events import LeadSaved, LeadSaveFailed, LeadSubmitted
+from .phases import PhaseGraph
+from .records import UserMessageRecord
+
+__all__ = [
+    "LEAD_GRAPH",
+    "MAX_LEAD_BYTES",
+    "MAX_PENDING",
+    "Admission",
+    "LeadEntry",
+    "LeadQueue",
+    "LeadStatus",
+    "close_admission",
+    "has_unsaved",
+    "open_admission",
+    "reduce",
+    "release",
+    "saved_ids",
+    "take_saved",
+]
+
+#: The most instructions that may be pending (saving or saved, not yet applied) at once (LD-5).
+MAX_PENDING = 8
+#: The largest instruction, in bytes of UTF-8 (LD-6): 32 KiB.
+MAX_LEAD_BYTES = 32 * 1024
+
+
+class Admission(enum.Enum):
+    """Whether the chat's composer may send Lead instructions now."""
+
+    #: No turn is active; Lead is not offered (LD-1).
+    CLOSED = "closed"
+    #: A turn is active; instructions are admitted.
+    OPEN = "open"
+    #: The turn does its final lifecycle work; new instructions are refused (LD-14).
+    ENDING = "ending"
+
+
+LEAD_GRAPH: PhaseGraph[Admission] = PhaseGraph(
+    "lead",
+    Admission,
+    Admission.CLOSED,
+    [
+        ("LeadSubmitted", Admission, [Admission.CLOSED]),
+        ("LeadSubmitted", [Admission.OPEN], [Admission.OPEN]),
+        ("LeadSubmitted", [Admission.ENDING], [Admission.ENDING]),
+        ("LeadSaved", [Admission.OPEN], [Admission.OPEN]),
+        ("LeadSaved", [Admission.ENDING], [Admission.ENDING]),
+        ("LeadSaveFailed", [Admission.OPEN], [Admission.OPEN]),
+        ("LeadSaveFailed", [Admission.ENDING], [Admission.ENDING]),
+        ("open_admission", [Admission.CLOSED, Admission.ENDING], [Admission.OPEN]),
+        ("close_admission", [Admission.OPEN], [Admission.ENDING]),
+        ("release", [Admission.OPEN, Admission.ENDING], [Admission.CLOSED]),
+    ],
+)
+
+
+class LeadStatus(enum.Enum):
+    """Where one admitted instruction is."""
+
+    #: Admitted, waiting for the save in flight to finish (LD-4).
+    QUEUED = "queued"
+    #: Its ``SaveLead`` is in flight.
+    SAVING = "saving"
+    #: Saved as a user message; waiting for a safe boundary.
+    SAVED = "saved"
+
+
+@attrs.frozen(kw_only=True)
+class LeadEntry:
+    """One pending instruction."""
+
+    lead_id: str
+    text: str
+    status: LeadStatus
+
+
+@attrs.frozen(kw_only=True)
+class LeadQueue(State):
+    """The Lead queue of one chat: at most ``MAX_PENDING`` entries in submission order."""
+
+    chat_id: str
+    admission: Admission = Admission.CLOSED
+    entries: tuple[LeadEntry, ...] = ()
+
+    @classmethod
+    def create(cls, chat_id: str) -> LeadQueue:
+        """An empty, closed queue for ``chat_id``."""
+        return cls(chat_id=chat_id)
+
+
+def _refuse(event: LeadSubmitted, reason: LeadRefusal, message: str) -> LeadRefused:
+    return LeadRefused(lead_id=event.lead_id, reason=reason, draft=event.text, message=message)
+
+
+def _admission_refusal(queue: LeadQueue, event: LeadSubmitted) -> LeadRefused | None:
+    """The refusal for ``event``, or ``None`` when it may be admitted. Checked in this order."""
+    if event.chat_id != queue.chat_id:
+        return _refuse(event, LeadRefusal.NOT_OWNER,
+                       "Lead can only steer the chat whose turn is running.")
+    if queue.admission is Admission.CLOSED:
+        return _refuse(event, LeadRefusal.NOT_ACTIVE,
+                       "No turn is running in this chat; send the text as a new message.")
+    if queue.admission is Admission.ENDING:
+        return _refuse(event, LeadRefusal.TURN_ENDING,
+                       "The turn is finishing; your text is kept for an ordinary send.")
+    if not event.text.strip():
+        return _refuse(event, LeadRefusal.EMPTY, "A Lead instruction needs some text.")
+    size = len(event.text.encode("utf-8"))
+    if size > MAX_LEAD_BYTES:
+        return _refuse(event, LeadRefusal.TOO_LONG,
+                       f"A Lead instruction holds at most {MAX_LEAD_BYTES} bytes; "
+                       f"this one has {size}.")
+    if len(queue.entries) >= MAX_PENDING:
+        return _refuse(event, LeadRefusal.QUEUE_FULL,
+                       f"{MAX_PENDING} Lead instructions are already waiting; "
+                       "send this one after they are applied.")
+    return None
+
+
+def _start_next_save(
+    entries: tuple[LeadEntry, ...],
+) -> tuple[tuple[LeadEntry, ...], tuple[Command, ...]]:
+    """Start the first queued save if no save is in flight (LD-4)."""
+    for entry in entries:
+        if entry.status is LeadStatus.SAVING:
+            return entries, ()
+    for index, entry in enumerate(entries):
+        if entry.status is LeadStatus.QUEUED:
+            saving = attrs.evolve(entry, status=LeadStatus.SAVING)
+            command = SaveLead(
+                lead_id=entry.lead_id,
+                record=UserMessageRecord(message_id=entry.lead_id, text=entry.text),
+            )
+            return (*entries[:index], saving, *entries[index + 1:]), (command,)
+    return entries, ()
+
+
+def _saving_index(queue: LeadQueue, event: LeadSaved | LeadSaveFailed) -> int:
+    for index, entry in enumerate(queue.entries):
+        if entry.lead_id == event.lead_id and entry.status is LeadStatus.SAVING:
+            return index
+    raise UnknownId(part="lead", phase=queue.admission.name, event=event,
+                    expected="an acknowledgement of the instruction whose save is in flight")
+
+
+def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) -> Step[LeadQueue]:
+    """Admit, refuse, or record the save of one Lead instruction."""
+    LEAD_GRAPH.check(queue.admission, event)
+    if isinstance(event, LeadSubmitted):
+        refusal = _admission_refusal(queue, event)
+        if refusal is not None:
+            return Step(queue, (refusal,))
+        if any(entry.lead_id == event.lead_id for entry in queue.entries):
+            raise UnknownId(part="lead", phase=queue.admission.name, event=event,
+                            expected="a lead_id not already pending")
+        entry = LeadEntry(lead_id=event.lead_id, text=event.text, status=LeadStatus.QUEUED)
+        entries, saves = _start_next_save((*queue.entries, entry))
+        accepted = LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
+        return Step(attrs.evolve(queue, entries=entries), (accepted, *saves))
+    index = _saving_index(queue, event)
+    entry = queue.entries[index]
+    if isinstance(event, LeadSaved):
+        saved = attrs.evolve(entry, status=LeadStatus.SAVED)
+        entries, saves = _start_next_save(
+            (*queue.entries[:index], saved, *queue.entries[index + 1:]))
+        return Step(attrs.evolve(queue, entries=entries), saves)
+    draft = KeepDraft(lead_id=entry.lead_id, draft=entry.text,
+                      message=f"Saving the Lead instruction failed ({event.reason}); "
+                              "the text is back in the composer.")
+    entries, saves = _start_next_save(queue.entries[:index] + queue.entries[index + 1:])
+    return Step(attrs.evolve(queue, entries=entries), (draft, *saves))
+
+
+def open_admission(queue: LeadQueue) -> LeadQueue:
+    """A turn became active in the chat: admit instructions."""
+    return attrs.evolve(queue, admission=Admission.OPEN)
+
+
+def close_admission(queue: LeadQueue) -> Step[LeadQueue]:
+    """The turn starts its final lifecycle work (LD-14).
+
+    New instructions are refused from now on. Instructions admitted but not yet saving go back
+    as drafts at once (they were never saved, so the user's text must not wait on the turn); the
+    save in flight, if any, still completes and is reported by :func:`release`.
+    """
+    if queue.admission is not Admission.OPEN:
+        return Step(queue)
+    kept: list[LeadEntry] = []
+    drafts: list[Command] = []
+    for entry in queue.entries:
+        if entry.status is LeadStatus.QUEUED:
+            drafts.append(KeepDraft(lead_id=entry.lead_id, draft=entry.text,
+                                    message="The turn ended before this Lead instruction was "
+                                            "saved; the text is back in the composer."))
+        else:
+            kept.append(entry)
+    return Step(attrs.evolve(queue, admission=Admission.ENDING, entries=tuple(kept)), tuple(drafts))
+
+
+def has_unsaved(queue: LeadQueue) -> bool:
+    """True while an admitted instruction is queued for saving or being saved."""
+    return any(entry.status is not LeadStatus.SAVED for entry in queue.entries)
+
+
+def saved_ids(queue: LeadQueue) -> tuple[str, ...]:
+    """The ids of saved, unapplied instructions, in save order."""
+    return tuple(entry.lead_id for entry in queue.entries if entry.status is LeadStatus.SAVED)
+
+
+def take_saved(queue: LeadQueue) -> tuple[LeadQueue, tuple[str, ...]]:
+    """At a safe boundary: hand every saved instruction to the model together (LD-9, LD-16)."""
+    taken = saved_ids(queue)
+    if not taken:
+        return queue, ()
+    rest = tuple(entry for entry in queue.entries if entry.status is not LeadStatus.SAVED)
+    return attrs.evolve(queue, entries=rest), taken
+
+
+def release(queue: LeadQueue) -> Step[LeadQueue]:
+    """The turn has ended: report each saved, unapplied instruction (LD-13) and close.
+
+    The caller waits until :func:`has_unsaved` is false before releasing, so no save is in
+    flight; a queued entry, if the caller released early anyway, goes back as a draft.
+    """
+    commands: list[Command] = []
+    for entry in queue.entries:
+        if entry.status is LeadStatus.SAVED:
+            commands.append(LeadUnapplied(lead_id=entry.lead_id))
+        else:
+            commands.append(KeepDraft(lead_id=entry.lead_id, draft=entry.text,
+                                      message="The turn ended before this Lead instruction "
+                                              "was saved; the text is back in the composer."))
+    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=()), tuple(commands))

@@ -1,0 +1,104 @@
+"""Phase graphs: declared once with ``transitions``, compiled to a table, drawn as Mermaid.
+
+Theory of operation
+-------------------
+Each part that has phases declares its graph once, as a list of edges ``(event name, sources,
+destinations)``, in a :class:`PhaseGraph`. Building the graph hands the same edges to a
+``transitions.Machine(model=None, auto_transitions=False)``, which validates the states and the
+transitions, and then compiles them into a frozen mapping ``(phase, event name) -> destinations``.
+
+Reducers consult only that table (:meth:`PhaseGraph.check`): a missing entry is host misuse and
+raises :class:`agentturn.UnexpectedEvent` before anything is computed. Reducers never call
+``Machine.trigger`` at run time (one trigger costs tens of microseconds; a dict lookup well under
+one). :meth:`PhaseGraph.mermaid` draws the same declaration with ``transitions``' Mermaid engine,
+and the tests check that the drawing's edges equal the table's, so the docs cannot drift.
+
+An edge whose event is not an event class (for example ``request_title``) is a transition a part
+takes on its own initiative, inside a step caused by another event; it is drawn and tabled like
+any other edge so the graph stays complete.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from transitions import Machine
+
+from .errors import UnexpectedEvent
+
+__all__ = ["Edge", "PhaseGraph"]
+
+P = TypeVar("P", bound=enum.Enum)
+
+#: One declared edge: the event (class) name, the phases it leaves, the phases it may enter.
+Edge = tuple[str, Iterable[P], Iterable[P]]
+
+
+class PhaseGraph(Generic[P]):
+    """A part's phase graph: validated by ``transitions`` once, then used as a plain table."""
+
+    def __init__(self, part: str, phases: type[P], initial: P,
+                 edges: Sequence[tuple[str, Iterable[P], Iterable[P]]]) -> None:
+        self.part = part
+        self.phases = phases
+        self.initial = initial
+        triples: list[tuple[P, str, P]] = []
+        for trigger, sources, dests in edges:
+            dest_list = list(dests)
+            for source in sources:
+                triples.extend((source, trigger, dest) for dest in dest_list)
+        self._machine_spec: dict[str, Any] = {
+            "states": [phase.name for phase in phases],
+            "initial": initial.name,
+            "transitions": [
+                {"trigger": trigger, "source": source.name, "dest": dest.name}
+                for source, trigger, dest in triples
+            ],
+            "auto_transitions": False,
+        }
+        # Validation: transitions raises on an unknown state or a malformed transition.
+        Machine(model=None, **self._machine_spec)
+        table: dict[tuple[P, str], set[P]] = {}
+        for source, trigger, dest in triples:
+            table.setdefault((source, trigger), set()).add(dest)
+        self.table: Mapping[tuple[P, str], frozenset[P]] = MappingProxyType(
+            {key: frozenset(value) for key, value in table.items()}
+        )
+        accepts: dict[P, set[str]] = {phase: set() for phase in phases}
+        for source, trigger in table:
+            accepts[source].add(trigger)
+        self.accepts: Mapping[P, frozenset[str]] = MappingProxyType(
+            {phase: frozenset(names) for phase, names in accepts.items()}
+        )
+
+    def check(self, phase: P, event: Any) -> None:
+        """Raise :class:`UnexpectedEvent` unless ``event``'s type is accepted in ``phase``."""
+        if (phase, type(event).__name__) not in self.table:
+            raise UnexpectedEvent(
+                part=self.part,
+                phase=phase.name,
+                event=event,
+                expected="one of " + ", ".join(sorted(self.accepts[phase]) or ["nothing"]),
+            )
+
+    def edges(self) -> frozenset[tuple[str, str, str]]:
+        """Every edge as ``(source name, event name, destination name)``."""
+        return frozenset(
+            (source.name, trigger, dest.name)
+            for (source, trigger), dests in self.table.items()
+            for dest in dests
+        )
+
+    def mermaid(self) -> str:
+        """A Mermaid ``stateDiagram-v2`` of the declaration, drawn by ``transitions``."""
+        from transitions.extensions import GraphMachine
+
+        class _Model:
+            pass
+
+        model = _Model()
+        GraphMachine(model=model, graph_engine="mermaid", title=self.part, **self._machine_spec)
+        return str(model.get_graph().draw(None))  # type: ignore[attr-defined]

@@ -1,0 +1,184 @@
+"""Values that travel inside events and commands: finish reasons, tool calls, records, outcomes.
+
+Theory of operation
+-------------------
+Engines disagree on how they say why a response ended (``stop``, ``end_turn``, ``length``,
+``max_tokens``, ``MAX_TOKENS``, ``tool_use`` ...). :func:`FinishReason.of` normalizes the raw
+string into a small :class:`FinishKind` and keeps the raw string unchanged beside it (TL-10); a
+string it does not know becomes ``OTHER``, never an error.
+
+Records are what the host persists when it gets a ``Persist`` command: the user's prompt, a model
+response (with its raw finish reason), or one result record per tool call. Every tool call of a
+persisted response ends with exactly one :class:`ToolResultRecord`, whose status says how it ended.
+
+A turn ends with one :class:`TurnOutcome`, which always carries the finish reason of the turn's
+last completed response (``None`` only when no response completed in the turn).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ._base import ids, is_bool, is_id, is_str, one_of, optional, tuple_of
+
+__all__ = [
+    "FinishKind",
+    "FinishReason",
+    "OutcomeKind",
+    "ResponseRecord",
+    "ToolCall",
+    "ToolResultRecord",
+    "ToolResultStatus",
+    "TurnOutcome",
+    "UserMessageRecord",
+]
+
+
+class FinishKind(enum.Enum):
+    """The normalized meaning of an engine's finish reason."""
+
+    #: The model ended its response on its own.
+    STOP = "stop"
+    #: The model ended its response to call tools.
+    TOOL_CALLS = "tool_calls"
+    #: The engine cut the response at its output limit (``length``, ``max_tokens``).
+    LENGTH = "length"
+    #: The engine withheld or cut the response for safety reasons.
+    CONTENT_FILTER = "content_filter"
+    #: A finish reason this library does not know; the raw string says what it was.
+    OTHER = "other"
+
+
+_KNOWN_REASONS: dict[str, FinishKind] = {
+    "stop": FinishKind.STOP,
+    "end_turn": FinishKind.STOP,
+    "stop_sequence": FinishKind.STOP,
+    "eos": FinishKind.STOP,
+    "tool_calls": FinishKind.TOOL_CALLS,
+    "tool_use": FinishKind.TOOL_CALLS,
+    "function_call": FinishKind.TOOL_CALLS,
+    "length": FinishKind.LENGTH,
+    "max_tokens": FinishKind.LENGTH,
+    "max_output_tokens": FinishKind.LENGTH,
+    "model_length": FinishKind.LENGTH,
+    "content_filter": FinishKind.CONTENT_FILTER,
+    "safety": FinishKind.CONTENT_FILTER,
+    "refusal": FinishKind.CONTENT_FILTER,
+}
+
+
+@attrs.frozen(kw_only=True)
+class FinishReason:
+    """An engine's finish reason: its normalized kind and the raw string, unchanged (TL-10)."""
+
+    kind: FinishKind = attrs.field(validator=one_of(FinishKind))
+    raw: str = attrs.field(validator=is_str)
+
+    @classmethod
+    def of(cls, raw: str) -> FinishReason:
+        """Normalize ``raw`` (case-insensitive); an unknown string is kept as ``OTHER``."""
+        if type(raw) is not str:
+            raise TypeError(f"FinishReason.raw must be a str, got {type(raw).__name__}")
+        return cls(kind=_KNOWN_REASONS.get(raw.strip().lower(), FinishKind.OTHER), raw=raw)
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One tool call a model response asks for."""
+
+    call_id: str = attrs.field(validator=is_id)
+    name: str = attrs.field(validator=is_id)
+    #: The arguments as the engine sent them (usually JSON text); never parsed here.
+    arguments: str = attrs.field(default="", validator=is_str)
+    #: Whether the host's policy requires an explicit allow before this call runs (TL-3).
+    needs_permission: bool = attrs.field(default=False, validator=is_bool)
+
+
+@attrs.frozen(kw_only=True)
+class UserMessageRecord:
+    """A user message to persist: the turn's prompt or a saved Lead instruction."""
+
+    message_id: str = attrs.field(validator=is_id)
+    text: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True)
+class ResponseRecord:
+    """A completed model response to persist, with the engine's raw finish reason (TL-10)."""
+
+    request_id: str = attrs.field(validator=is_id)
+    text: str = attrs.field(validator=is_str)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(validator=tuple_of(ToolCall))
+    finish_reason: FinishReason = attrs.field(validator=one_of(FinishReason))
+    #: True when the tool-call format was malformed; such calls are never executed (TL-6).
+    malformed_tool_format: bool = attrs.field(default=False, validator=is_bool)
+
+
+class ToolResultStatus(enum.Enum):
+    """How one tool call of a persisted response ended."""
+
+    #: The tool ran; ``output`` holds what it returned (an error output is still executed).
+    EXECUTED = "executed"
+    #: The user denied permission; the model is told so (TL-3).
+    DENIED = "denied"
+    #: The call never started: a Lead instruction, an output limit or a budget came first.
+    SKIPPED = "skipped"
+    #: The turn was cancelled before or while the call ran.
+    CANCELLED = "cancelled"
+    #: The permission dialog was dismissed by a Lead instruction (ADR-0066 supersede policy).
+    SUPERSEDED = "superseded"
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultRecord:
+    """The one result record of a tool call; ``reason`` says why it did not execute."""
+
+    call_id: str = attrs.field(validator=is_id)
+    name: str = attrs.field(validator=is_id)
+    status: ToolResultStatus = attrs.field(validator=one_of(ToolResultStatus))
+    output: str = attrs.field(default="", validator=is_str)
+    reason: str = attrs.field(default="", validator=is_str)
+
+
+class OutcomeKind(enum.Enum):
+    """How a turn ended; every ended turn has exactly one."""
+
+    #: The model finished with a non-empty response and no tool calls.
+    FINISHED = "finished"
+    #: The model finished with no text and no tool calls (TL-7).
+    EMPTY_RESPONSE = "empty_response"
+    #: The user pressed Stop or cancelled a permission request (TL-3, TL-8).
+    CANCELLED = "cancelled"
+    #: The engine cut the response at its output limit; its tool calls were skipped (TL-9).
+    OUTPUT_LIMIT = "output_limit"
+    #: An API or network error prevented progress; the turn can be continued (TL-11).
+    ERROR = "error"
+    #: The prompt was rejected for its size before a stream opened (TL-2).
+    TOKEN_LIMIT = "token_limit"
+    #: Compaction failed before a stream opened (TL-2).
+    COMPACTION_FAILED = "compaction_failed"
+    #: A second malformed tool-call response in a row (TL-6).
+    MALFORMED_TOOL_FORMAT = "malformed_tool_format"
+    #: The host's opt-in action budget was used up (TL-1: there is none by default).
+    ACTION_BUDGET = "action_budget"
+
+
+@attrs.frozen(kw_only=True)
+class TurnOutcome:
+    """The one typed end of a turn.
+
+    ``finish_reason`` is the finish reason of the turn's last completed response, unchanged; it is
+    ``None`` only when no response completed in the turn (for example a compaction failure on the
+    first request).
+    """
+
+    kind: OutcomeKind = attrs.field(validator=one_of(OutcomeKind))
+    finish_reason: FinishReason | None = attrs.field(validator=optional(one_of(FinishReason)))
+    #: A sentence the host can show the user as it is.
+    message: str = attrs.field(validator=is_str)
+    #: True when the host may continue this turn with ``ContinueTurn`` (errors, TL-11).
+    resumable: bool = attrs.field(default=False, validator=is_bool)
+    #: Lead instructions saved as user messages that never reached the model (LD-13).
+    unapplied_lead_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)

@@ -1,0 +1,167 @@
+"""Automatic chat titles: when to ask for one, and when to drop the answer.
+
+Theory of operation
+-------------------
+A chat is named automatically at most once, early: after the first usable assistant response
+(non-empty text) and before that response's tools run (TT-1), or, when the model only calls
+tools, after the first completed tool round (TT-2). The turn lifecycle reports those two moments
+by calling :func:`request_if_due`; the naming request it returns runs alone: while it is in flight
+(:func:`naming_in_flight`) the turn issues no model request and starts no tool (TT-3).
+
+Rules this module keeps:
+
+* The preference is honoured (TT-4): with automatic titles off, no request is made, and a result
+  that arrives after the user turned them off is dropped.
+* A manual rename wins (TT-5): no automatic title is requested after one, and a result that
+  arrives after one is dropped, never shown.
+* At most one automatic title per chat (TT-6). A failed or empty result neither fails nor blocks
+  the turn: the turn simply goes on. **Choice:** a later turn may try again, once per turn, until
+  ``max_attempts`` naming requests have failed in this chat (default 3), so a chat whose first
+  naming hit a transient error still gets a name, while a broken naming model costs at most a few
+  small requests.
+
+Usable alone: a host with its own loop calls :func:`request_if_due` at its own two moments and
+:func:`reduce` for ``TitleGenerated``, ``TitleFailed``, ``ManualRename`` and
+``AutoTitlePreferenceChanged``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ._base import Command, State, Step
+from .commands import RequestTitle, SetTitle
+from .events import AutoTitlePreferenceChanged, ManualRename, TitleFailed, TitleGenerated
+from .phases import PhaseGraph
+
+__all__ = [
+    "TITLE_GRAPH",
+    "TitlePhase",
+    "TitleState",
+    "TitleTrigger",
+    "naming_in_flight",
+    "new_turn",
+    "reduce",
+    "request_if_due",
+]
+
+
+class TitlePhase(enum.Enum):
+    """Where the chat's automatic title stands."""
+
+    #: No title yet; one may be requested.
+    UNNAMED = "unnamed"
+    #: A naming request is in flight.
+    NAMING = "naming"
+    #: The chat has its automatic title; no other is ever requested.
+    NAMED = "named"
+    #: The user renamed the chat; no automatic title is requested or shown.
+    RENAMED = "renamed"
+    #: The user renamed the chat while a naming request was in flight; its result is dropped.
+    RENAMED_NAMING = "renamed_naming"
+
+
+#: Phases in which a naming request is in flight.
+IN_FLIGHT = frozenset({TitlePhase.NAMING, TitlePhase.RENAMED_NAMING})
+
+_ALL = list(TitlePhase)
+
+TITLE_GRAPH: PhaseGraph[TitlePhase] = PhaseGraph(
+    "titles",
+    TitlePhase,
+    TitlePhase.UNNAMED,
+    [
+        ("request_title", [TitlePhase.UNNAMED], [TitlePhase.NAMING]),
+        ("TitleGenerated", [TitlePhase.NAMING], [TitlePhase.NAMED, TitlePhase.UNNAMED]),
+        ("TitleGenerated", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED]),
+        ("TitleFailed", [TitlePhase.NAMING], [TitlePhase.UNNAMED]),
+        ("TitleFailed", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED]),
+        ("ManualRename", [TitlePhase.UNNAMED, TitlePhase.NAMED, TitlePhase.RENAMED],
+         [TitlePhase.RENAMED]),
+        ("ManualRename", [TitlePhase.NAMING, TitlePhase.RENAMED_NAMING],
+         [TitlePhase.RENAMED_NAMING]),
+        *[("AutoTitlePreferenceChanged", [phase], [phase]) for phase in _ALL],
+    ],
+)
+
+
+class TitleTrigger(enum.Enum):
+    """The two moments at which a title may be due."""
+
+    #: A response with non-empty text was completed, before its tools run (TT-1).
+    USABLE_RESPONSE = "usable_response"
+    #: Every tool call of a response has its result (TT-2).
+    TOOL_ROUND = "tool_round"
+
+
+@attrs.frozen(kw_only=True)
+class TitleState(State):
+    """The automatic-title state of one chat (it outlives turns)."""
+
+    phase: TitlePhase = TitlePhase.UNNAMED
+    #: The user's automatic-title preference (TT-4).
+    enabled: bool = True
+    #: Naming requests of this chat that failed or came back empty.
+    failures: int = 0
+    #: A naming request was already made in the current turn.
+    tried_this_turn: bool = False
+    #: Failed naming requests after which no more are made in this chat.
+    max_attempts: int = 3
+
+
+def new_turn(state: TitleState) -> TitleState:
+    """A new turn begins: it may try naming once more if the chat is still unnamed."""
+    if not state.tried_this_turn:
+        return state
+    return attrs.evolve(state, tried_this_turn=False)
+
+
+def naming_in_flight(state: TitleState) -> bool:
+    """True while a naming request runs; no model request or tool may start then (TT-3)."""
+    return state.phase in IN_FLIGHT
+
+
+def request_if_due(state: TitleState, chat_id: str, trigger: TitleTrigger) -> Step[TitleState]:
+    """At one of the two moments, ask for a title if the chat still needs one.
+
+    ``trigger`` documents which moment the caller reached; both are due under the same rule:
+    unnamed, not renamed, preference on, not yet tried this turn, under ``max_attempts``.
+    """
+    if (
+        state.phase is not TitlePhase.UNNAMED
+        or not state.enabled
+        or state.tried_this_turn
+        or state.failures >= state.max_attempts
+    ):
+        return Step(state)
+    return Step(
+        attrs.evolve(state, phase=TitlePhase.NAMING, tried_this_turn=True),
+        (RequestTitle(chat_id=chat_id),),
+    )
+
+
+def reduce(
+    state: TitleState,
+    event: TitleGenerated | TitleFailed | ManualRename | AutoTitlePreferenceChanged,
+    chat_id: str,
+) -> Step[TitleState]:
+    """Take a naming result, a manual rename or a preference change."""
+    TITLE_GRAPH.check(state.phase, event)
+    if isinstance(event, AutoTitlePreferenceChanged):
+        return Step(attrs.evolve(state, enabled=event.enabled))
+    if isinstance(event, ManualRename):
+        renamed = (TitlePhase.RENAMED_NAMING if state.phase in IN_FLIGHT else TitlePhase.RENAMED)
+        return Step(attrs.evolve(state, phase=renamed))
+    if state.phase is TitlePhase.RENAMED_NAMING:
+        # TT-5: the rename came first; whatever the naming model said is dropped.
+        return Step(attrs.evolve(state, phase=TitlePhase.RENAMED))
+    title = event.title.strip() if isinstance(event, TitleGenerated) else ""
+    if not title:
+        return Step(attrs.evolve(state, phase=TitlePhase.UNNAMED, failures=state.failures + 1))
+    if not state.enabled:
+        # TT-4: the user turned automatic titles off while the request ran.
+        return Step(attrs.evolve(state, phase=TitlePhase.UNNAMED))
+    commands: tuple[Command, ...] = (SetTitle(chat_id=chat_id, title=title),)
+    return Step(attrs.evolve(state, phase=TitlePhase.NAMED), commands)

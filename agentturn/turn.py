@@ -1,0 +1,500 @@
+"""The turn lifecycle of one chat: model requests, tools, barriers, Lead and naming in one reducer.
+
+Theory of operation
+-------------------
+A turn starts with ``PromptSubmitted`` and runs until the model finishes, an error prevents
+progress, or the user presses Stop; there is no round cap (TL-1). Each step is
+``reduce(state, event) -> Step``. The phase graph below is the single place where the phases and
+the events they accept are declared; :data:`TURN_GRAPH` validates it with ``transitions`` and the
+reducer consults only its table, so an event in the wrong phase is an
+:class:`~agentturn.UnexpectedEvent` raised before anything changes.
+
+One round goes: save the prompt (``Persist``) -> ask for a stream (``RequestModelStream``, which
+includes the host's budgeting step, TL-2) -> ``StreamOpened`` -> ``StreamCompleted`` -> save the
+response with its raw finish reason (TL-5, TL-10) -> for each tool call in order: permission if
+needed (TL-3), ``ExecuteTool``, save its result record -> the next request. Everything after an
+acknowledgement goes through :func:`_advance`, which picks the next action in a fixed order:
+
+1. a naming request in flight blocks everything (TT-3);
+2. Lead saves in flight are awaited; saved Lead instructions make the boundary: the old
+   response's unstarted calls are recorded as skipped and the next request carries the
+   instructions (LD-8, LD-9, LD-16);
+3. the next tool call of the response, if any (TL-4);
+4. the end of the turn if the model finished, otherwise the next request.
+
+Ending is one path too, :func:`_finalize`: close Lead admission (LD-14), wait for a write or a
+tool still in flight, record a result for every call that has none (so each call of a persisted
+response ends with exactly one result record), wait for a Lead save in flight, report unapplied
+instructions (LD-13), then send ``EndTurn`` with the typed outcome and the raw finish reason.
+
+Rules this module keeps:
+
+* No tool call of a response cut by the output limit is ever executed (TL-9).
+* At most one tool runs, in the model's order; no request while a tool runs or a write is unacked.
+* One corrective retry for a malformed tool-call format; the second in a row ends the turn (TL-6).
+* The state holds the current response only, so a turn of a million rounds holds as much state
+  as a turn of ten; request ids and write keys are derived from the turn id and two counters.
+
+Choices where the documents are silent, written down here:
+
+* A Lead save still in flight at a boundary is awaited rather than left for a later boundary,
+  so the instruction takes effect before any further action, as the user expects.
+* Lead instructions apply at a natural stop too (the turn continues with them), but not after an
+  output limit, an error or Stop: those end the turn and report them as saved and unapplied.
+* ``PersistFailed`` ends the turn with a resumable error that keeps the unsaved records;
+  ``ContinueTurn`` writes them again and goes on. During final lifecycle work a failed write
+  cannot be retried: the turn ends with the outcome it had and the message says what failed.
+* A whitespace-only final response counts as empty (TL-7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from . import lead, titles
+from ._base import Command, Step
+from .commands import (
+    AskPermission,
+    CancelStream,
+    CancelTool,
+    DismissPermission,
+    EndTurn,
+    ExecuteTool,
+    Persist,
+    Record,
+    RequestModelStream,
+)
+from .errors import UnexpectedEvent, UnknownId
+from .events import (
+    AutoTitlePreferenceChanged,
+    ClientDisconnected,
+    CompactionFailed,
+    ContinueTurn,
+    LeadSaved,
+    LeadSaveFailed,
+    LeadSubmitted,
+    ManualRename,
+    PermissionDecided,
+    PermissionDecision,
+    Persisted,
+    PersistFailed,
+    PromptSubmitted,
+    StopPressed,
+    StreamCompleted,
+    StreamFailed,
+    StreamOpened,
+    TitleFailed,
+    TitleGenerated,
+    TokenLimitRejected,
+    ToolFinished,
+)
+from .records import (
+    FinishKind,
+    FinishReason,
+    OutcomeKind,
+    ResponseRecord,
+    ToolResultRecord,
+    ToolResultStatus,
+    TurnOutcome,
+    UserMessageRecord,
+)
+from .titles import TitleTrigger
+from .turn_state import (
+    TURN_GRAPH,
+    NextStep,
+    PermissionPolicy,
+    TurnConfig,
+    TurnPhase,
+    TurnState,
+)
+
+__all__ = ["TURN_GRAPH", "PermissionPolicy", "TurnConfig", "TurnPhase", "TurnState", "reduce"]
+
+P = TurnPhase
+_SAVING = (P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS)
+
+
+_Commands = list[Command]
+
+LEAD_SKIP = "Skipped: the user sent a Lead instruction before this call started."
+SUPERSEDED = ("Superseded: the user sent a Lead instruction while this call waited for "
+              "permission.")
+_SKIP_REASONS = {
+    OutcomeKind.CANCELLED: (ToolResultStatus.CANCELLED, "Cancelled: the user stopped the turn."),
+    OutcomeKind.OUTPUT_LIMIT: (ToolResultStatus.SKIPPED, "Not run: the response was cut at the "
+                               "engine's output limit, so this call may be incomplete."),
+    OutcomeKind.MALFORMED_TOOL_FORMAT: (ToolResultStatus.SKIPPED,
+                                        "Not run: the tool-call format was malformed."),
+}
+_ENDED_OTHERWISE = (ToolResultStatus.SKIPPED, "Not run: the turn ended first.")
+
+
+def _outcome(state: TurnState, kind: OutcomeKind, message: str,
+             resumable: bool = False) -> TurnOutcome:
+    return TurnOutcome(kind=kind, finish_reason=state.finish_reason, message=message,
+                       resumable=resumable)
+
+
+# --- building blocks --------------------------------------------------------------------------
+
+
+def _persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
+             out: _Commands) -> TurnState:
+    seq = state.persist_seq + 1
+    out.append(Persist(key=f"{state.turn_id}/p{seq}", records=records))
+    return attrs.evolve(state, phase=phase, persist_seq=seq, persisting=True, batch=records)
+
+
+def _results_for_rest(state: TurnState, status: ToolResultStatus,
+                      reason: str) -> tuple[ToolResultRecord, ...]:
+    return tuple(
+        ToolResultRecord(call_id=call.call_id, name=call.name, status=status, reason=reason)
+        for call in state.calls[state.next_call:]
+    )
+
+
+def _request(state: TurnState, out: _Commands) -> TurnState:
+    limit = state.config.max_requests
+    if limit is not None and state.request_seq >= limit:
+        return _finalize(state, out, _outcome(
+            state, OutcomeKind.ACTION_BUDGET,
+            f"The turn reached the host's limit of {limit} model requests."))
+    queue, lead_ids = lead.take_saved(state.lead)
+    seq = state.request_seq + 1
+    out.append(RequestModelStream(request_id=f"{state.turn_id}/r{seq}", lead_ids=lead_ids,
+                                  corrective=state.next_step is NextStep.RETRY))
+    next_step = NextStep.RETRY if state.next_step is NextStep.RETRY else NextStep.REQUEST
+    return attrs.evolve(state, phase=P.AWAITING_STREAM, request_seq=seq, lead=queue, calls=(),
+                        next_call=0, next_step=next_step)
+
+
+def _start_call(state: TurnState, out: _Commands) -> TurnState:
+    call = state.calls[state.next_call]
+    if call.needs_permission:
+        out.append(AskPermission(call=call))
+        return attrs.evolve(state, phase=P.AWAITING_PERMISSION)
+    out.append(ExecuteTool(call=call))
+    return attrs.evolve(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
+
+
+def _advance(state: TurnState, out: _Commands) -> TurnState:
+    """Pick the next action at a boundary (see the module docstring for the order)."""
+    if titles.naming_in_flight(state.title):
+        return attrs.evolve(state, phase=P.AWAITING_TITLE)
+    if lead.has_unsaved(state.lead):
+        return attrs.evolve(state, phase=P.AWAITING_LEAD_SAVES)
+    if lead.saved_ids(state.lead):
+        if state.next_call < len(state.calls):
+            skipped = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
+            state = attrs.evolve(state, next_call=len(state.calls))
+            return _persist(state, skipped, P.SAVING_RESULTS, out)
+        return _request(state, out)
+    if state.next_call < len(state.calls):
+        return _start_call(state, out)
+    if state.next_step is NextStep.FINISH:
+        return _finalize(state, out, _outcome(state, OutcomeKind.FINISHED, "The agent finished."))
+    if state.next_step is NextStep.FINISH_EMPTY:
+        return _finalize(state, out, _outcome(
+            state, OutcomeKind.EMPTY_RESPONSE,
+            "The model ended its turn without any text or tool call."))
+    return _request(state, out)
+
+
+def _finalize(state: TurnState, out: _Commands, outcome: TurnOutcome | None = None,
+              extra: tuple[ToolResultRecord, ...] = ()) -> TurnState:
+    """Drain final lifecycle work, then end the turn (see the module docstring)."""
+    if outcome is not None and state.ending is None:
+        state = attrs.evolve(state, ending=outcome)
+    ending = state.ending
+    assert ending is not None  # every caller sets or has set the outcome
+    queue_step = lead.close_admission(state.lead)
+    out.extend(queue_step.commands)
+    state = attrs.evolve(state, phase=P.ENDING, lead=queue_step.state)
+    if state.persisting or state.tool_in_flight:
+        return state
+    if not ending.resumable and (extra or state.next_call < len(state.calls)):
+        status, reason = _SKIP_REASONS.get(ending.kind, _ENDED_OTHERWISE)
+        records = extra + _results_for_rest(state, status, reason)
+        state = attrs.evolve(state, next_call=len(state.calls))
+        return _persist(state, records, P.ENDING, out)
+    if lead.has_unsaved(state.lead):
+        return state
+    unapplied = lead.saved_ids(state.lead)
+    released = lead.release(state.lead)
+    out.extend(released.commands)
+    out.append(EndTurn(turn_id=state.turn_id,
+                       outcome=attrs.evolve(ending, unapplied_lead_ids=unapplied)))
+    if ending.resumable:
+        return attrs.evolve(state, phase=P.IDLE, lead=released.state, ending=None)
+    return attrs.evolve(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
+                        next_call=0, batch=(), resume_phase=None)
+
+
+# --- handlers, one per event type -------------------------------------------------------------
+
+
+def _unknown(state: TurnState, event: object, expected: str) -> UnknownId:
+    return UnknownId(part="turn", phase=state.phase.name, event=event, expected=expected)
+
+
+def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> TurnState:
+    state = attrs.evolve(
+        state, turn_id=event.turn_id, request_seq=0, persist_seq=0, persisting=False, batch=(),
+        calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
+        malformed_last=False, finish_reason=None, ending=None, resume_phase=None,
+        lead=lead.open_admission(state.lead), title=titles.new_turn(state.title))
+    prompt = UserMessageRecord(message_id=event.message_id, text=event.text)
+    return _persist(state, (prompt,), P.SAVING_PROMPT, out)
+
+
+def _on_continue(state: TurnState, event: ContinueTurn, out: _Commands) -> TurnState:
+    if state.resume_phase is None or event.turn_id != state.turn_id:
+        raise _unknown(state, event, "ContinueTurn for the turn that ended with a resumable error")
+    resume = state.resume_phase
+    state = attrs.evolve(state, resume_phase=None, lead=lead.open_admission(state.lead))
+    if resume in _SAVING:
+        return _persist(state, state.batch, resume, out)
+    return _advance(state, out)
+
+
+def _check_request(state: TurnState, event: StreamOpened | StreamCompleted | StreamFailed
+                   | CompactionFailed | TokenLimitRejected) -> None:
+    if event.request_id != state.request_id:
+        raise _unknown(state, event, f"an event for request {state.request_id!r}")
+
+
+def _on_stream_opened(state: TurnState, event: StreamOpened, out: _Commands) -> TurnState:
+    _check_request(state, event)
+    return attrs.evolve(state, phase=P.STREAMING)
+
+
+def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Commands) -> TurnState:
+    _check_request(state, event)
+    reason = FinishReason.of(event.finish_reason)
+    response = ResponseRecord(request_id=event.request_id, text=event.text,
+                              tool_calls=event.tool_calls, finish_reason=reason,
+                              malformed_tool_format=event.malformed_tool_format)
+    state = attrs.evolve(state, finish_reason=reason, calls=event.tool_calls, next_call=0,
+                         malformed_last=event.malformed_tool_format)
+    ending: TurnOutcome | None = None
+    if event.malformed_tool_format:
+        if state.next_step is NextStep.RETRY:
+            ending = _outcome(state, OutcomeKind.MALFORMED_TOOL_FORMAT,
+                              "The model sent malformed tool calls twice in a row; "
+                              "the turn stopped.")
+        state = attrs.evolve(state, next_step=NextStep.RETRY)
+    elif reason.kind is FinishKind.LENGTH:
+        count = len(event.tool_calls)
+        ending = _outcome(state, OutcomeKind.OUTPUT_LIMIT,
+                          f"The response was cut at the engine's output limit "
+                          f"(finish reason {reason.raw!r})"
+                          + (f"; its {count} tool call(s) were not run." if count else "."))
+    elif event.tool_calls:
+        state = attrs.evolve(state, next_step=NextStep.REQUEST)
+    else:
+        state = attrs.evolve(state, next_step=NextStep.FINISH if event.text.strip()
+                             else NextStep.FINISH_EMPTY)
+    state = _persist(state, (response,), P.SAVING_RESPONSE, out)
+    if event.text.strip() and not event.malformed_tool_format:
+        named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.USABLE_RESPONSE)
+        out.extend(named.commands)
+        state = attrs.evolve(state, title=named.state)
+    if ending is not None:
+        return _finalize(state, out, ending)
+    return state
+
+
+def _on_request_failed(state: TurnState, event: StreamFailed | CompactionFailed
+                       | TokenLimitRejected, out: _Commands) -> TurnState:
+    _check_request(state, event)
+    if isinstance(event, StreamFailed):
+        state = attrs.evolve(state, resume_phase=P.AWAITING_STREAM)
+        return _finalize(state, out, _outcome(
+            state, OutcomeKind.ERROR,
+            f"The model request failed: {event.error}. You can retry or continue.",
+            resumable=True))
+    if isinstance(event, CompactionFailed):
+        return _finalize(state, out, _outcome(
+            state, OutcomeKind.COMPACTION_FAILED,
+            f"Compacting the conversation failed: {event.reason}."))
+    return _finalize(state, out, _outcome(
+        state, OutcomeKind.TOKEN_LIMIT, f"The prompt is over the model's token limit: "
+                                        f"{event.reason}."))
+
+
+def _check_key(state: TurnState, event: Persisted | PersistFailed) -> None:
+    if not state.persisting or event.key != state.persist_key:
+        raise _unknown(state, event, f"an acknowledgement for write {state.persist_key!r}")
+
+
+def _on_persisted(state: TurnState, event: Persisted, out: _Commands) -> TurnState:
+    _check_key(state, event)
+    phase = state.phase
+    state = attrs.evolve(state, persisting=False, batch=())
+    if phase is P.ENDING:
+        return _finalize(state, out)
+    if phase is P.SAVING_RESPONSE and state.next_step is NextStep.RETRY and state.calls:
+        # TL-6: calls in a malformed response are recorded, never run; then the retry.
+        skipped = _results_for_rest(state, *_SKIP_REASONS[OutcomeKind.MALFORMED_TOOL_FORMAT])
+        state = attrs.evolve(state, next_call=len(state.calls))
+        return _persist(state, skipped, P.SAVING_RESULTS, out)
+    if (phase is P.SAVING_RESULTS and state.calls and state.next_call == len(state.calls)
+            and state.next_step is not NextStep.RETRY):
+        named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.TOOL_ROUND)
+        out.extend(named.commands)
+        state = attrs.evolve(state, title=named.state)
+    return _advance(state, out)
+
+
+def _on_persist_failed(state: TurnState, event: PersistFailed, out: _Commands) -> TurnState:
+    _check_key(state, event)
+    if state.phase is P.ENDING:
+        ending = state.ending
+        assert ending is not None
+        note = (f" Saving {len(state.batch)} record(s) failed ({event.reason}); "
+                "they were not saved.")
+        state = attrs.evolve(state, persisting=False, batch=(), calls=(), next_call=0,
+                             ending=attrs.evolve(ending, message=ending.message + note))
+        return _finalize(state, out)
+    state = attrs.evolve(state, persisting=False, resume_phase=state.phase)
+    return _finalize(state, out, _outcome(
+        state, OutcomeKind.ERROR,
+        f"Saving the conversation failed: {event.reason}. You can retry or continue.",
+        resumable=True))
+
+
+def _current_call_id(state: TurnState) -> str:
+    return state.calls[state.next_call].call_id
+
+
+def _on_permission(state: TurnState, event: PermissionDecided, out: _Commands) -> TurnState:
+    call = state.calls[state.next_call]
+    if event.call_id != call.call_id:
+        raise _unknown(state, event, f"a decision for call {_current_call_id(state)!r}")
+    if event.decision is PermissionDecision.ALLOW:
+        out.append(ExecuteTool(call=call))
+        return attrs.evolve(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
+    if event.decision is PermissionDecision.DENY:
+        denied = ToolResultRecord(call_id=event.call_id, name=call.name,
+                                  status=ToolResultStatus.DENIED,
+                                  reason="Denied: the user did not allow this call.")
+        state = attrs.evolve(state, next_call=state.next_call + 1)
+        return _persist(state, (denied,), P.SAVING_RESULTS, out)
+    return _finalize(state, out, _outcome(
+        state, OutcomeKind.CANCELLED,
+        "The permission request was cancelled, so the turn was cancelled."))
+
+
+def _on_tool_finished(state: TurnState, event: ToolFinished, out: _Commands) -> TurnState:
+    if not state.tool_in_flight or event.call_id != _current_call_id(state):
+        raise _unknown(state, event, "the result of the running call"
+                       + (f" {_current_call_id(state)!r}" if state.tool_in_flight else ""))
+    call = state.calls[state.next_call]
+    result = ToolResultRecord(
+        call_id=event.call_id, name=call.name, output=event.output,
+        status=ToolResultStatus.CANCELLED if event.cancelled else ToolResultStatus.EXECUTED,
+        reason="Cancelled: the user stopped the turn." if event.cancelled else "")
+    state = attrs.evolve(state, tool_in_flight=False, next_call=state.next_call + 1)
+    if state.phase is P.ENDING:
+        return _finalize(state, out, extra=(result,))
+    return _persist(state, (result,), P.SAVING_RESULTS, out)
+
+
+def _on_stop(state: TurnState, event: StopPressed, out: _Commands) -> TurnState:
+    phase = state.phase
+    if phase is P.IDLE or phase is P.ENDING:
+        return state  # nothing runs, or the turn already ends: a second Stop changes nothing
+    if phase is P.AWAITING_STREAM or phase is P.STREAMING:
+        out.append(CancelStream(request_id=state.request_id))
+    elif phase is P.AWAITING_PERMISSION:
+        out.append(DismissPermission(call_id=_current_call_id(state),
+                                     recorded_as=ToolResultStatus.CANCELLED))
+    elif phase is P.RUNNING_TOOL:
+        # TL-8: Stop is the user's explicit cancel; the tool reports what it did (LD-10 is about
+        # Lead, which never cancels).
+        out.append(CancelTool(call_id=_current_call_id(state)))
+    return _finalize(state, out, _outcome(state, OutcomeKind.CANCELLED, "Stopped by the user."))
+
+
+def _on_disconnect(state: TurnState, event: ClientDisconnected, out: _Commands) -> TurnState:
+    # TL-3, BR-4: a disconnect is never an allow; a pending permission request stays pending.
+    return state
+
+
+def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed,
+             out: _Commands) -> TurnState:
+    step = lead.reduce(state.lead, event)
+    out.extend(step.commands)
+    state = attrs.evolve(state, lead=step.state)
+    if isinstance(event, LeadSubmitted):
+        return state
+    phase = state.phase
+    if phase is P.AWAITING_LEAD_SAVES:
+        return state if lead.has_unsaved(state.lead) else _advance(state, out)
+    if phase is P.ENDING:
+        return _finalize(state, out)
+    if (phase is P.AWAITING_PERMISSION and isinstance(event, LeadSaved)
+            and state.config.permission_policy is PermissionPolicy.SUPERSEDE):
+        call_id = _current_call_id(state)
+        out.append(DismissPermission(call_id=call_id, recorded_as=ToolResultStatus.SUPERSEDED))
+        superseded = ToolResultRecord(call_id=call_id, name=state.calls[state.next_call].name,
+                                      status=ToolResultStatus.SUPERSEDED, reason=SUPERSEDED)
+        state = attrs.evolve(state, next_call=state.next_call + 1)
+        rest = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
+        state = attrs.evolve(state, next_call=len(state.calls))
+        return _persist(state, (superseded, *rest), P.SAVING_RESULTS, out)
+    return state
+
+
+def _on_title(state: TurnState, event: TitleGenerated | TitleFailed | ManualRename
+              | AutoTitlePreferenceChanged, out: _Commands) -> TurnState:
+    step = titles.reduce(state.title, event, state.chat_id)
+    out.extend(step.commands)
+    state = attrs.evolve(state, title=step.state)
+    if state.phase is P.AWAITING_TITLE and not titles.naming_in_flight(state.title):
+        return _advance(state, out)
+    return state
+
+
+_Handler = Callable[[TurnState, object, _Commands], TurnState]
+_HANDLERS: dict[type, _Handler] = {
+    PromptSubmitted: _on_prompt,  # type: ignore[dict-item]
+    ContinueTurn: _on_continue,  # type: ignore[dict-item]
+    StreamOpened: _on_stream_opened,  # type: ignore[dict-item]
+    StreamCompleted: _on_stream_completed,  # type: ignore[dict-item]
+    StreamFailed: _on_request_failed,  # type: ignore[dict-item]
+    CompactionFailed: _on_request_failed,  # type: ignore[dict-item]
+    TokenLimitRejected: _on_request_failed,  # type: ignore[dict-item]
+    Persisted: _on_persisted,  # type: ignore[dict-item]
+    PersistFailed: _on_persist_failed,  # type: ignore[dict-item]
+    PermissionDecided: _on_permission,  # type: ignore[dict-item]
+    ToolFinished: _on_tool_finished,  # type: ignore[dict-item]
+    StopPressed: _on_stop,  # type: ignore[dict-item]
+    ClientDisconnected: _on_disconnect,  # type: ignore[dict-item]
+    LeadSubmitted: _on_lead,  # type: ignore[dict-item]
+    LeadSaved: _on_lead,  # type: ignore[dict-item]
+    LeadSaveFailed: _on_lead,  # type: ignore[dict-item]
+    TitleGenerated: _on_title,  # type: ignore[dict-item]
+    TitleFailed: _on_title,  # type: ignore[dict-item]
+    ManualRename: _on_title,  # type: ignore[dict-item]
+    AutoTitlePreferenceChanged: _on_title,  # type: ignore[dict-item]
+}
+
+
+def reduce(state: TurnState, event: object) -> Step[TurnState]:
+    """Take one event; return the new state and the commands to carry out, in order.
+
+    Raises a :class:`~agentturn.ProtocolError` (and changes nothing) when the event is not
+    acceptable in the current phase or names a request, call, write or instruction the turn is
+    not waiting on.
+    """
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise UnexpectedEvent(part="turn", phase=state.phase.name, event=event,
+                              expected="an agentturn event")
+    TURN_GRAPH.check(state.phase, event)
+    out: _Commands = []
+    new_state = handler(state, event, out)
+    return Step(new_state, tuple(out))
