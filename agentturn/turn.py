@@ -15,12 +15,13 @@ response with its raw finish reason (TL-5, TL-10) -> for each tool call in order
 needed (TL-3), ``ExecuteTool``, save its result record -> the next request. Everything after an
 acknowledgement goes through :func:`_advance`, which picks the next action in a fixed order:
 
-1. a naming request in flight blocks everything (TT-3);
-2. Lead saves in flight are awaited; saved Lead instructions make the boundary: the old
+1. Lead saves in flight are awaited; saved Lead instructions make the boundary: the old
    response's unstarted calls are recorded as skipped and the next request carries the
    instructions (LD-8, LD-9, LD-16);
-3. the next tool call of the response, if any (TL-4);
-4. the end of the turn if the model finished, otherwise the next request.
+2. the end of the turn if the model finished and no instruction is waiting (the end needs no
+   model, so a naming request still running does not hold it);
+3. a naming request in flight holds every tool and every model request (TT-3);
+4. the next tool call of the response (TL-4), or else the next request.
 
 Ending is one path too, :func:`_finalize`: close Lead admission (LD-14), wait for a write or a
 tool still in flight, record a result for every call that has none (so each call of a persisted
@@ -129,6 +130,8 @@ _SKIP_REASONS = {
                                         "Not run: the tool-call format was malformed."),
 }
 _ENDED_OTHERWISE = (ToolResultStatus.SKIPPED, "Not run: the turn ended first.")
+_NOT_CONTINUED = (ToolResultStatus.SKIPPED,
+                  "Not run: the turn stopped on an error and was not continued.")
 
 
 def _outcome(state: TurnState, kind: OutcomeKind, message: str,
@@ -181,24 +184,26 @@ def _start_call(state: TurnState, out: _Commands) -> TurnState:
 
 def _advance(state: TurnState, out: _Commands) -> TurnState:
     """Pick the next action at a boundary (see the module docstring for the order)."""
-    if titles.naming_in_flight(state.title):
-        return attrs.evolve(state, phase=P.AWAITING_TITLE)
     if lead.has_unsaved(state.lead):
         return attrs.evolve(state, phase=P.AWAITING_LEAD_SAVES)
-    if lead.saved_ids(state.lead):
-        if state.next_call < len(state.calls):
-            skipped = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
-            state = attrs.evolve(state, next_call=len(state.calls))
-            return _persist(state, skipped, P.SAVING_RESULTS, out)
-        return _request(state, out)
-    if state.next_call < len(state.calls):
-        return _start_call(state, out)
-    if state.next_step is NextStep.FINISH:
-        return _finalize(state, out, _outcome(state, OutcomeKind.FINISHED, "The agent finished."))
-    if state.next_step is NextStep.FINISH_EMPTY:
+    leads_ready = bool(lead.saved_ids(state.lead))
+    if leads_ready and state.next_call < len(state.calls):
+        skipped = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
+        state = attrs.evolve(state, next_call=len(state.calls))
+        return _persist(state, skipped, P.SAVING_RESULTS, out)
+    finishing = state.next_step is NextStep.FINISH or state.next_step is NextStep.FINISH_EMPTY
+    if not leads_ready and state.next_call == len(state.calls) and finishing:
+        # The end needs no model: it is not held for a naming request still running.
+        if state.next_step is NextStep.FINISH:
+            return _finalize(state, out, _outcome(state, OutcomeKind.FINISHED,
+                                                  "The agent finished."))
         return _finalize(state, out, _outcome(
             state, OutcomeKind.EMPTY_RESPONSE,
             "The model ended its turn without any text or tool call."))
+    if titles.naming_in_flight(state.title):
+        return attrs.evolve(state, phase=P.AWAITING_TITLE)  # TT-3: tools and requests wait
+    if not leads_ready and state.next_call < len(state.calls):
+        return _start_call(state, out)
     return _request(state, out)
 
 
@@ -240,13 +245,19 @@ def _unknown(state: TurnState, event: object, expected: str) -> UnknownId:
 
 
 def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> TurnState:
+    # A previous turn that ended with a resumable error and was not continued still owes its
+    # unsaved records and a result for each of its unstarted calls: they go first, in the same
+    # write as the new prompt, so nothing is lost and every call ends with one record.
+    carried: tuple[Record, ...] = ()
+    if state.resume_phase is not None:
+        carried = state.batch + _results_for_rest(state, *_NOT_CONTINUED)
     state = attrs.evolve(
         state, turn_id=event.turn_id, request_seq=0, persist_seq=0, persisting=False, batch=(),
         calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
         malformed_last=False, finish_reason=None, ending=None, resume_phase=None,
         lead=lead.open_admission(state.lead), title=titles.new_turn(state.title))
     prompt = UserMessageRecord(message_id=event.message_id, text=event.text)
-    return _persist(state, (prompt,), P.SAVING_PROMPT, out)
+    return _persist(state, (*carried, prompt), P.SAVING_PROMPT, out)
 
 
 def _on_continue(state: TurnState, event: ContinueTurn, out: _Commands) -> TurnState:

@@ -1,0 +1,75 @@
+"""A small driver that feeds a script of events to the turn reducer and keeps the commands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import agentturn as at
+
+
+class Driver:
+    """Feeds events to :func:`agentturn.reduce`, remembering every command in order."""
+
+    def __init__(self, config: at.TurnConfig | None = None, chat_id: str = "chat") -> None:
+        self.state = at.TurnState.create(chat_id, config)
+        self.commands: list[at.Command] = []
+
+    def send(self, *events: at.Event) -> tuple[at.Command, ...]:
+        """Feed ``events`` in order; return the commands of this call."""
+        out: list[at.Command] = []
+        for event in events:
+            self.state, commands = at.reduce(self.state, event)
+            out.extend(commands)
+        self.commands.extend(out)
+        return tuple(out)
+
+    # --- conveniences for the common host answers ---------------------------------------------
+
+    def last(self, kind: type) -> object:
+        """The newest command of type ``kind``."""
+        for command in reversed(self.commands):
+            if isinstance(command, kind):
+                return command
+        raise AssertionError(f"no {kind.__name__} sent")
+
+    def ack(self) -> tuple[at.Command, ...]:
+        """Acknowledge the newest ``Persist``."""
+        persist = self.last(at.Persist)
+        assert isinstance(persist, at.Persist)
+        return self.send(at.Persisted(key=persist.key))
+
+    def start(self, text: str = "Fix the failing test", turn_id: str = "t1") -> None:
+        """Submit a prompt, save it, and open the first stream."""
+        self.send(at.PromptSubmitted(turn_id=turn_id, message_id=f"{turn_id}-prompt", text=text))
+        self.ack()
+        self.open()
+
+    def open(self) -> tuple[at.Command, ...]:
+        """Open the stream of the newest ``RequestModelStream``."""
+        request = self.last(at.RequestModelStream)
+        assert isinstance(request, at.RequestModelStream)
+        return self.send(at.StreamOpened(request_id=request.request_id))
+
+    def respond(self, text: str = "", finish_reason: str = "stop",
+                calls: Iterable[at.ToolCall] = (), malformed: bool = False) -> tuple[at.Command, ...]:
+        """Complete the open stream with this response."""
+        request = self.last(at.RequestModelStream)
+        assert isinstance(request, at.RequestModelStream)
+        return self.send(at.StreamCompleted(
+            request_id=request.request_id, text=text, finish_reason=finish_reason,
+            tool_calls=tuple(calls), malformed_tool_format=malformed))
+
+    def of(self, kind: type) -> list[object]:
+        """Every command of type ``kind`` so far."""
+        return [command for command in self.commands if isinstance(command, kind)]
+
+
+def call(call_id: str, name: str = "read_file", permission: bool = False) -> at.ToolCall:
+    """A tool call with JSON-ish arguments."""
+    return at.ToolCall(call_id=call_id, name=name, arguments='{"path": "a.py"}',
+                       needs_permission=permission)
+
+
+def no_titles() -> at.TurnConfig:
+    """A config with automatic titles off, for tests about other things."""
+    return at.TurnConfig(auto_title=False)
