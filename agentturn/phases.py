@@ -73,10 +73,13 @@ class PhaseGraph(Generic[P]):
         self.accepts: Mapping[P, frozenset[str]] = MappingProxyType(
             {phase: frozenset(names) for phase, names in accepts.items()}
         )
+        # The hot-path copy of the table's keys: Enum members hash through a Python-level
+        # ``__hash__``, their ``_name_`` strings in C, and every reducer step does this lookup.
+        self._keys = frozenset((source._name_, trigger) for source, trigger in table)
 
     def check(self, phase: P, event: Any) -> None:
         """Raise :class:`UnexpectedEvent` unless ``event``'s type is accepted in ``phase``."""
-        if (phase, type(event).__name__) not in self.table:
+        if (phase._name_, type(event).__name__) not in self._keys:
             raise UnexpectedEvent(
                 part=self.part,
                 phase=phase.name,

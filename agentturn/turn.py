@@ -51,11 +51,12 @@ Choices where the documents are silent, written down here:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from . import lead, titles
-from ._base import Command, Step
+from ._base import Command, Step, replacer
 from .commands import (
     AskPermission,
     CancelStream,
@@ -114,6 +115,8 @@ from .turn_state import (
 __all__ = ["TURN_GRAPH", "PermissionPolicy", "TurnConfig", "TurnPhase", "TurnState", "reduce"]
 
 P = TurnPhase
+#: ``attrs.evolve`` for TurnState, at the cost of one constructor call (see ``replacer``).
+_replace = replacer(TurnState)
 _SAVING = (P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS)
 
 
@@ -144,10 +147,12 @@ def _outcome(state: TurnState, kind: OutcomeKind, message: str,
 
 
 def _persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
-             out: _Commands) -> TurnState:
+             out: _Commands, **changes: Any) -> TurnState:
+    """Send one write and wait for it in ``phase``; ``changes`` join the same new state."""
     seq = state.persist_seq + 1
     out.append(Persist(key=f"{state.turn_id}/p{seq}", records=records))
-    return attrs.evolve(state, phase=phase, persist_seq=seq, persisting=True, batch=records)
+    changes.update(phase=phase, persist_seq=seq, persisting=True, batch=records)
+    return _replace(state, **changes)
 
 
 def _results_for_rest(state: TurnState, status: ToolResultStatus,
@@ -158,42 +163,49 @@ def _results_for_rest(state: TurnState, status: ToolResultStatus,
     )
 
 
-def _request(state: TurnState, out: _Commands) -> TurnState:
+def _request(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     limit = state.config.max_requests
     if limit is not None and state.request_seq >= limit:
+        state = _replace(state, **changes) if changes else state
         return _finalize(state, out, _outcome(
             state, OutcomeKind.ACTION_BUDGET,
             f"The turn reached the host's limit of {limit} model requests."))
     queue, lead_ids = lead.take_saved(state.lead)
     seq = state.request_seq + 1
+    retry = state.next_step is NextStep.RETRY
     out.append(RequestModelStream(request_id=f"{state.turn_id}/r{seq}", lead_ids=lead_ids,
-                                  corrective=state.next_step is NextStep.RETRY))
-    next_step = NextStep.RETRY if state.next_step is NextStep.RETRY else NextStep.REQUEST
-    return attrs.evolve(state, phase=P.AWAITING_STREAM, request_seq=seq, lead=queue, calls=(),
-                        next_call=0, next_step=next_step)
+                                  corrective=retry))
+    return _replace(state, phase=P.AWAITING_STREAM, request_seq=seq, lead=queue, calls=(),
+                    next_call=0, next_step=NextStep.RETRY if retry else NextStep.REQUEST,
+                    **changes)
 
 
-def _start_call(state: TurnState, out: _Commands) -> TurnState:
+def _start_call(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     call = state.calls[state.next_call]
     if call.needs_permission:
         out.append(AskPermission(call=call))
-        return attrs.evolve(state, phase=P.AWAITING_PERMISSION)
+        return _replace(state, phase=P.AWAITING_PERMISSION, **changes)
     out.append(ExecuteTool(call=call))
-    return attrs.evolve(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
+    return _replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True, **changes)
 
 
-def _advance(state: TurnState, out: _Commands) -> TurnState:
-    """Pick the next action at a boundary (see the module docstring for the order)."""
+def _advance(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
+    """Pick the next action at a boundary (see the module docstring for the order).
+
+    ``changes`` (for fields this function does not read: ``persisting``, ``batch``) join the one
+    new state the step builds.
+    """
     if lead.has_unsaved(state.lead):
-        return attrs.evolve(state, phase=P.AWAITING_LEAD_SAVES)
+        return _replace(state, phase=P.AWAITING_LEAD_SAVES, **changes)
     leads_ready = bool(lead.saved_ids(state.lead))
     if leads_ready and state.next_call < len(state.calls):
         skipped = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
-        state = attrs.evolve(state, next_call=len(state.calls))
-        return _persist(state, skipped, P.SAVING_RESULTS, out)
+        changes["next_call"] = len(state.calls)
+        return _persist(state, skipped, P.SAVING_RESULTS, out, **changes)
     finishing = state.next_step is NextStep.FINISH or state.next_step is NextStep.FINISH_EMPTY
     if not leads_ready and state.next_call == len(state.calls) and finishing:
         # The end needs no model: it is not held for a naming request still running.
+        state = _replace(state, **changes) if changes else state
         if state.next_step is NextStep.FINISH:
             return _finalize(state, out, _outcome(state, OutcomeKind.FINISHED,
                                                   "The agent finished."))
@@ -201,28 +213,29 @@ def _advance(state: TurnState, out: _Commands) -> TurnState:
             state, OutcomeKind.EMPTY_RESPONSE,
             "The model ended its turn without any text or tool call."))
     if titles.naming_in_flight(state.title):
-        return attrs.evolve(state, phase=P.AWAITING_TITLE)  # TT-3: tools and requests wait
+        # TT-3: tools and requests wait for the naming request.
+        return _replace(state, phase=P.AWAITING_TITLE, **changes)
     if not leads_ready and state.next_call < len(state.calls):
-        return _start_call(state, out)
-    return _request(state, out)
+        return _start_call(state, out, **changes)
+    return _request(state, out, **changes)
 
 
 def _finalize(state: TurnState, out: _Commands, outcome: TurnOutcome | None = None,
               extra: tuple[ToolResultRecord, ...] = ()) -> TurnState:
     """Drain final lifecycle work, then end the turn (see the module docstring)."""
     if outcome is not None and state.ending is None:
-        state = attrs.evolve(state, ending=outcome)
+        state = _replace(state, ending=outcome)
     ending = state.ending
     assert ending is not None  # every caller sets or has set the outcome
     queue_step = lead.close_admission(state.lead)
     out.extend(queue_step.commands)
-    state = attrs.evolve(state, phase=P.ENDING, lead=queue_step.state)
+    state = _replace(state, phase=P.ENDING, lead=queue_step.state)
     if state.persisting or state.tool_in_flight:
         return state
     if not ending.resumable and (extra or state.next_call < len(state.calls)):
         status, reason = _SKIP_REASONS.get(ending.kind, _ENDED_OTHERWISE)
         records = extra + _results_for_rest(state, status, reason)
-        state = attrs.evolve(state, next_call=len(state.calls))
+        state = _replace(state, next_call=len(state.calls))
         return _persist(state, records, P.ENDING, out)
     if lead.has_unsaved(state.lead):
         return state
@@ -232,8 +245,8 @@ def _finalize(state: TurnState, out: _Commands, outcome: TurnOutcome | None = No
     out.append(EndTurn(turn_id=state.turn_id,
                        outcome=attrs.evolve(ending, unapplied_lead_ids=unapplied)))
     if ending.resumable:
-        return attrs.evolve(state, phase=P.IDLE, lead=released.state, ending=None)
-    return attrs.evolve(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
+        return _replace(state, phase=P.IDLE, lead=released.state, ending=None)
+    return _replace(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
                         next_call=0, batch=(), resume_phase=None)
 
 
@@ -251,10 +264,10 @@ def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> Turn
     carried: tuple[Record, ...] = ()
     if state.resume_phase is not None:
         carried = state.batch + _results_for_rest(state, *_NOT_CONTINUED)
-    state = attrs.evolve(
+    state = _replace(
         state, turn_id=event.turn_id, request_seq=0, persist_seq=0, persisting=False, batch=(),
         calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
-        malformed_last=False, finish_reason=None, ending=None, resume_phase=None,
+        finish_reason=None, ending=None, resume_phase=None,
         lead=lead.open_admission(state.lead), title=titles.new_turn(state.title))
     prompt = UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (*carried, prompt), P.SAVING_PROMPT, out)
@@ -264,7 +277,7 @@ def _on_continue(state: TurnState, event: ContinueTurn, out: _Commands) -> TurnS
     if state.resume_phase is None or event.turn_id != state.turn_id:
         raise _unknown(state, event, "ContinueTurn for the turn that ended with a resumable error")
     resume = state.resume_phase
-    state = attrs.evolve(state, resume_phase=None, lead=lead.open_admission(state.lead))
+    state = _replace(state, resume_phase=None, lead=lead.open_admission(state.lead))
     if resume in _SAVING:
         return _persist(state, state.batch, resume, out)
     return _advance(state, out)
@@ -278,7 +291,7 @@ def _check_request(state: TurnState, event: StreamOpened | StreamCompleted | Str
 
 def _on_stream_opened(state: TurnState, event: StreamOpened, out: _Commands) -> TurnState:
     _check_request(state, event)
-    return attrs.evolve(state, phase=P.STREAMING)
+    return _replace(state, phase=P.STREAMING)
 
 
 def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Commands) -> TurnState:
@@ -287,31 +300,32 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Command
     response = ResponseRecord(request_id=event.request_id, text=event.text,
                               tool_calls=event.tool_calls, finish_reason=reason,
                               malformed_tool_format=event.malformed_tool_format)
-    state = attrs.evolve(state, finish_reason=reason, calls=event.tool_calls, next_call=0,
-                         malformed_last=event.malformed_tool_format)
     ending: TurnOutcome | None = None
     if event.malformed_tool_format:
         if state.next_step is NextStep.RETRY:
-            ending = _outcome(state, OutcomeKind.MALFORMED_TOOL_FORMAT,
-                              "The model sent malformed tool calls twice in a row; "
-                              "the turn stopped.")
-        state = attrs.evolve(state, next_step=NextStep.RETRY)
+            ending = TurnOutcome(kind=OutcomeKind.MALFORMED_TOOL_FORMAT, finish_reason=reason,
+                                 message="The model sent malformed tool calls twice in a row; "
+                                         "the turn stopped.")
+        next_step = NextStep.RETRY
     elif reason.kind is FinishKind.LENGTH:
         count = len(event.tool_calls)
-        ending = _outcome(state, OutcomeKind.OUTPUT_LIMIT,
-                          f"The response was cut at the engine's output limit "
-                          f"(finish reason {reason.raw!r})"
-                          + (f"; its {count} tool call(s) were not run." if count else "."))
+        ending = TurnOutcome(kind=OutcomeKind.OUTPUT_LIMIT, finish_reason=reason,
+                             message=f"The response was cut at the engine's output limit "
+                                     f"(finish reason {reason.raw!r})"
+                                     + (f"; its {count} tool call(s) were not run." if count
+                                        else "."))
+        next_step = state.next_step
     elif event.tool_calls:
-        state = attrs.evolve(state, next_step=NextStep.REQUEST)
+        next_step = NextStep.REQUEST
     else:
-        state = attrs.evolve(state, next_step=NextStep.FINISH if event.text.strip()
-                             else NextStep.FINISH_EMPTY)
-    state = _persist(state, (response,), P.SAVING_RESPONSE, out)
+        next_step = NextStep.FINISH if event.text.strip() else NextStep.FINISH_EMPTY
+    state = _persist(state, (response,), P.SAVING_RESPONSE, out, finish_reason=reason,
+                     calls=event.tool_calls, next_call=0, next_step=next_step)
     if event.text.strip() and not event.malformed_tool_format:
         named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.USABLE_RESPONSE)
-        out.extend(named.commands)
-        state = attrs.evolve(state, title=named.state)
+        if named.commands:
+            out.extend(named.commands)
+            state = _replace(state, title=named.state)
     if ending is not None:
         return _finalize(state, out, ending)
     return state
@@ -321,7 +335,7 @@ def _on_request_failed(state: TurnState, event: StreamFailed | CompactionFailed
                        | TokenLimitRejected, out: _Commands) -> TurnState:
     _check_request(state, event)
     if isinstance(event, StreamFailed):
-        state = attrs.evolve(state, resume_phase=P.AWAITING_STREAM)
+        state = _replace(state, resume_phase=P.AWAITING_STREAM)
         return _finalize(state, out, _outcome(
             state, OutcomeKind.ERROR,
             f"The model request failed: {event.error}. You can retry or continue.",
@@ -343,20 +357,19 @@ def _check_key(state: TurnState, event: Persisted | PersistFailed) -> None:
 def _on_persisted(state: TurnState, event: Persisted, out: _Commands) -> TurnState:
     _check_key(state, event)
     phase = state.phase
-    state = attrs.evolve(state, persisting=False, batch=())
     if phase is P.ENDING:
-        return _finalize(state, out)
+        return _finalize(_replace(state, persisting=False, batch=()), out)
     if phase is P.SAVING_RESPONSE and state.next_step is NextStep.RETRY and state.calls:
         # TL-6: calls in a malformed response are recorded, never run; then the retry.
         skipped = _results_for_rest(state, *_SKIP_REASONS[OutcomeKind.MALFORMED_TOOL_FORMAT])
-        state = attrs.evolve(state, next_call=len(state.calls))
-        return _persist(state, skipped, P.SAVING_RESULTS, out)
+        return _persist(state, skipped, P.SAVING_RESULTS, out, next_call=len(state.calls))
     if (phase is P.SAVING_RESULTS and state.calls and state.next_call == len(state.calls)
             and state.next_step is not NextStep.RETRY):
         named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.TOOL_ROUND)
-        out.extend(named.commands)
-        state = attrs.evolve(state, title=named.state)
-    return _advance(state, out)
+        if named.commands:
+            out.extend(named.commands)
+            state = _replace(state, title=named.state)
+    return _advance(state, out, persisting=False, batch=())
 
 
 def _on_persist_failed(state: TurnState, event: PersistFailed, out: _Commands) -> TurnState:
@@ -366,10 +379,10 @@ def _on_persist_failed(state: TurnState, event: PersistFailed, out: _Commands) -
         assert ending is not None
         note = (f" Saving {len(state.batch)} record(s) failed ({event.reason}); "
                 "they were not saved.")
-        state = attrs.evolve(state, persisting=False, batch=(), calls=(), next_call=0,
+        state = _replace(state, persisting=False, batch=(), calls=(), next_call=0,
                              ending=attrs.evolve(ending, message=ending.message + note))
         return _finalize(state, out)
-    state = attrs.evolve(state, persisting=False, resume_phase=state.phase)
+    state = _replace(state, persisting=False, resume_phase=state.phase)
     return _finalize(state, out, _outcome(
         state, OutcomeKind.ERROR,
         f"Saving the conversation failed: {event.reason}. You can retry or continue.",
@@ -386,12 +399,12 @@ def _on_permission(state: TurnState, event: PermissionDecided, out: _Commands) -
         raise _unknown(state, event, f"a decision for call {_current_call_id(state)!r}")
     if event.decision is PermissionDecision.ALLOW:
         out.append(ExecuteTool(call=call))
-        return attrs.evolve(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
+        return _replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
     if event.decision is PermissionDecision.DENY:
         denied = ToolResultRecord(call_id=event.call_id, name=call.name,
                                   status=ToolResultStatus.DENIED,
                                   reason="Denied: the user did not allow this call.")
-        state = attrs.evolve(state, next_call=state.next_call + 1)
+        state = _replace(state, next_call=state.next_call + 1)
         return _persist(state, (denied,), P.SAVING_RESULTS, out)
     return _finalize(state, out, _outcome(
         state, OutcomeKind.CANCELLED,
@@ -407,10 +420,11 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: _Commands) -> 
         call_id=event.call_id, name=call.name, output=event.output,
         status=ToolResultStatus.CANCELLED if event.cancelled else ToolResultStatus.EXECUTED,
         reason="Cancelled: the user stopped the turn." if event.cancelled else "")
-    state = attrs.evolve(state, tool_in_flight=False, next_call=state.next_call + 1)
     if state.phase is P.ENDING:
+        state = _replace(state, tool_in_flight=False, next_call=state.next_call + 1)
         return _finalize(state, out, extra=(result,))
-    return _persist(state, (result,), P.SAVING_RESULTS, out)
+    return _persist(state, (result,), P.SAVING_RESULTS, out, tool_in_flight=False,
+                    next_call=state.next_call + 1)
 
 
 def _on_stop(state: TurnState, event: StopPressed, out: _Commands) -> TurnState:
@@ -438,7 +452,7 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
              out: _Commands) -> TurnState:
     step = lead.reduce(state.lead, event)
     out.extend(step.commands)
-    state = attrs.evolve(state, lead=step.state)
+    state = _replace(state, lead=step.state)
     if isinstance(event, LeadSubmitted):
         return state
     phase = state.phase
@@ -452,9 +466,9 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
         out.append(DismissPermission(call_id=call_id, recorded_as=ToolResultStatus.SUPERSEDED))
         superseded = ToolResultRecord(call_id=call_id, name=state.calls[state.next_call].name,
                                       status=ToolResultStatus.SUPERSEDED, reason=SUPERSEDED)
-        state = attrs.evolve(state, next_call=state.next_call + 1)
+        state = _replace(state, next_call=state.next_call + 1)
         rest = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
-        state = attrs.evolve(state, next_call=len(state.calls))
+        state = _replace(state, next_call=len(state.calls))
         return _persist(state, (superseded, *rest), P.SAVING_RESULTS, out)
     return state
 
@@ -463,7 +477,7 @@ def _on_title(state: TurnState, event: TitleGenerated | TitleFailed | ManualRena
               | AutoTitlePreferenceChanged, out: _Commands) -> TurnState:
     step = titles.reduce(state.title, event, state.chat_id)
     out.extend(step.commands)
-    state = attrs.evolve(state, title=step.state)
+    state = _replace(state, title=step.state)
     if state.phase is P.AWAITING_TITLE and not titles.naming_in_flight(state.title):
         return _advance(state, out)
     return state
@@ -494,6 +508,16 @@ _HANDLERS: dict[type, _Handler] = {
 }
 
 
+#: The phase graph's table joined with the handlers: ``(phase name, event type) -> handler``.
+#: Built from TURN_GRAPH once, so the graph stays the one place that says what is accepted.
+_ROUTES: dict[tuple[str, type], _Handler] = {
+    (phase._name_, event_type): handler
+    for (phase, name) in TURN_GRAPH.table
+    for event_type, handler in _HANDLERS.items()
+    if event_type.__name__ == name
+}
+
+
 def reduce(state: TurnState, event: object) -> Step[TurnState]:
     """Take one event; return the new state and the commands to carry out, in order.
 
@@ -501,11 +525,12 @@ def reduce(state: TurnState, event: object) -> Step[TurnState]:
     acceptable in the current phase or names a request, call, write or instruction the turn is
     not waiting on.
     """
-    handler = _HANDLERS.get(type(event))
+    handler = _ROUTES.get((state.phase._name_, type(event)))
     if handler is None:
-        raise UnexpectedEvent(part="turn", phase=state.phase.name, event=event,
-                              expected="an agentturn event")
-    TURN_GRAPH.check(state.phase, event)
+        if type(event) not in _HANDLERS:
+            raise UnexpectedEvent(part="turn", phase=state.phase.name, event=event,
+                                  expected="an agentturn event")
+        TURN_GRAPH.check(state.phase, event)  # raises, naming what the phase accepts
     out: _Commands = []
-    new_state = handler(state, event, out)
+    new_state = handler(state, event, out)  # type: ignore[misc]
     return Step(new_state, tuple(out))

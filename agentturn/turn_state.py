@@ -179,8 +179,6 @@ class TurnState(State):
     #: ``calls[next_call]`` is running.
     tool_in_flight: bool = False
     next_step: NextStep = NextStep.REQUEST
-    #: The previous response had a malformed tool-call format (TL-6).
-    malformed_last: bool = False
     #: The finish reason of the last completed response of this turn (TL-10).
     finish_reason: FinishReason | None = None
     #: The outcome decided while final lifecycle work drains.

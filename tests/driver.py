@@ -51,7 +51,8 @@ class Driver:
         return self.send(at.StreamOpened(request_id=request.request_id))
 
     def respond(self, text: str = "", finish_reason: str = "stop",
-                calls: Iterable[at.ToolCall] = (), malformed: bool = False) -> tuple[at.Command, ...]:
+                calls: Iterable[at.ToolCall] = (),
+                malformed: bool = False) -> tuple[at.Command, ...]:
         """Complete the open stream with this response."""
         request = self.last(at.RequestModelStream)
         assert isinstance(request, at.RequestModelStream)

@@ -43,7 +43,7 @@ def test_lead_is_refused_when_no_turn_is_active() -> None:
 @pytest.mark.req("LD-1")
 def test_lead_accepts_text_only() -> None:
     """req: LD-1 — the event type holds text only: anything but a str is refused on building."""
-    with pytest.raises(at.FieldError, match="LeadSubmitted.text"):
+    with pytest.raises(at.FieldError, match=r"LeadSubmitted\.text"):
         at.LeadSubmitted(chat_id="chat", lead_id="l1", text=["an", "image"])  # type: ignore[arg-type]
 
 

@@ -1,0 +1,100 @@
+"""Every (phase, event) pair is a declared transition or a ProtocolError; never anything else."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import pytest
+from driver import Driver, call
+
+import agentturn as at
+from agentturn._base import replacer
+
+
+def in_phase(phase: at.TurnPhase) -> at.TurnState:
+    """A real state in ``phase``, reached by a real event sequence (no private fields poked)."""
+    driver = Driver()
+    scripts: dict[at.TurnPhase, Callable[[], object]] = {
+        at.TurnPhase.IDLE: lambda: None,
+        at.TurnPhase.SAVING_PROMPT: lambda: driver.send(
+            at.PromptSubmitted(turn_id="t1", message_id="m", text="go")),
+        at.TurnPhase.AWAITING_STREAM: lambda: (driver.send(
+            at.PromptSubmitted(turn_id="t1", message_id="m", text="go")), driver.ack()),
+        at.TurnPhase.STREAMING: driver.start,
+        at.TurnPhase.SAVING_RESPONSE: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a")])),
+        at.TurnPhase.AWAITING_TITLE: lambda: (driver.start(), driver.respond(
+            text="Reading", finish_reason="tool_calls", calls=[call("a")]), driver.ack()),
+        at.TurnPhase.RUNNING_TOOL: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a")]), driver.ack()),
+        at.TurnPhase.AWAITING_PERMISSION: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a", permission=True)]), driver.ack()),
+        at.TurnPhase.SAVING_RESULTS: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a")]), driver.ack(),
+            driver.send(at.ToolFinished(call_id="a", output="x"))),
+        at.TurnPhase.AWAITING_LEAD_SAVES: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a")]), driver.ack(),
+            driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l", text="hey")),
+            driver.send(at.ToolFinished(call_id="a", output="x")), driver.ack()),
+        at.TurnPhase.ENDING: lambda: (driver.start(), driver.respond(
+            finish_reason="tool_calls", calls=[call("a")]), driver.ack(),
+            driver.send(at.StopPressed())),
+    }
+    scripts[phase]()
+    assert driver.state.phase is phase
+    return driver.state
+
+
+SAMPLES: list[at.Event] = [
+    at.PromptSubmitted(turn_id="t9", message_id="m9", text="x"),
+    at.ContinueTurn(turn_id="t1"),
+    at.StopPressed(),
+    at.ClientDisconnected(),
+    at.LeadSubmitted(chat_id="chat", lead_id="l9", text="x"),
+    at.LeadSaved(lead_id="l"),
+    at.LeadSaveFailed(lead_id="l", reason="x"),
+    at.ManualRename(title="x"),
+    at.AutoTitlePreferenceChanged(enabled=False),
+    at.PermissionDecided(call_id="a", decision=at.PermissionDecision.DENY),
+    at.StreamOpened(request_id="t1/r1"),
+    at.StreamCompleted(request_id="t1/r1", text="x", finish_reason="stop"),
+    at.StreamFailed(request_id="t1/r1", error="x"),
+    at.CompactionFailed(request_id="t1/r1", reason="x"),
+    at.TokenLimitRejected(request_id="t1/r1", reason="x"),
+    at.ToolFinished(call_id="a", output="x"),
+    at.Persisted(key="t1/p1"),
+    at.PersistFailed(key="t1/p2", reason="x"),
+    at.TitleGenerated(title="x"),
+    at.TitleFailed(reason="x"),
+]
+
+
+@pytest.mark.parametrize("phase", list(at.TurnPhase), ids=lambda p: p.name)
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
+def test_every_phase_event_pair_is_declared_or_a_protocol_error(
+    phase: at.TurnPhase, event: at.Event
+) -> None:
+    """A pair outside the table raises UnexpectedEvent; inside, the step either raises a
+    ProtocolError (the ids do not match) or lands in a declared destination."""
+    state = in_phase(phase)
+    declared = at.TURN_GRAPH.table.get((phase, type(event).__name__))
+    try:
+        new_state, _ = at.reduce(state, event)
+    except at.ProtocolError as error:
+        if declared is None:
+            assert isinstance(error, at.UnexpectedEvent)
+        return
+    assert declared is not None, "accepted an event the table does not declare"
+    assert new_state.phase in declared
+
+
+def test_the_fast_replace_agrees_with_attrs_evolve_for_every_field() -> None:
+    """``replacer(TurnState)`` gives what ``attrs.evolve`` gives, field by field."""
+    replace = replacer(at.TurnState)
+    state = in_phase(at.TurnPhase.RUNNING_TOOL)
+    other = in_phase(at.TurnPhase.IDLE)
+    for field in attrs.fields(at.TurnState):
+        value = getattr(other, field.name)
+        assert replace(state, **{field.name: value}) == attrs.evolve(state, **{field.name: value})
+    assert replace(state) == state
