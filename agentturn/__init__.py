@@ -10,11 +10,12 @@ commands with your own I/O::
             adapter.carry_out(command)  # its completion comes back later as an event
 
 Parts, each usable alone: the turn lifecycle (:mod:`agentturn.turn`), Lead
-(:mod:`agentturn.lead`) and automatic titles (:mod:`agentturn.titles`). ``import agentturn``
+(:mod:`agentturn.lead`), automatic titles (:mod:`agentturn.titles`) and the daemon todo stop
+guard (:mod:`agentturn.guard`, its own namespace: ``agentturn.guard.reduce``). ``import agentturn``
 loads only attrs and transitions.
 """
 
-from . import lead, titles
+from . import guard, lead, titles
 from ._base import Command, Event, FieldError, State, Step
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
@@ -53,6 +54,7 @@ __all__ = [
     "UnexpectedEvent",
     "UnknownId",
     "__version__",
+    "guard",
     "lead",
     "reduce",
     "titles",

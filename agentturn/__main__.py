@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="print one scripted turn as a timeline of events and commands")
     diagram = commands.add_parser("diagram", help="print a part's phase graph as Mermaid")
-    diagram.add_argument("part", nargs="?", default="turn", choices=["turn", "lead", "titles"])
+    diagram.add_argument("part", nargs="?", default="turn", choices=["turn", "lead", "titles", "guard"])
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import timeline
@@ -23,9 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         print(timeline())
         return 0
     from . import LEAD_GRAPH, TITLE_GRAPH, TURN_GRAPH, PhaseGraph
+    from .guard import GUARD_GRAPH
 
     graphs: dict[str, PhaseGraph[Any]] = {
-        "turn": TURN_GRAPH, "lead": LEAD_GRAPH, "titles": TITLE_GRAPH}
+        "turn": TURN_GRAPH, "lead": LEAD_GRAPH, "titles": TITLE_GRAPH, "guard": GUARD_GRAPH}
     print(graphs[args.part].mermaid())
     return 0
 

@@ -12,7 +12,7 @@ import pytest
 import agentturn as at
 from agentturn import lead, titles
 
-GRAPHS = [at.TURN_GRAPH, at.LEAD_GRAPH, at.TITLE_GRAPH]
+GRAPHS = [at.TURN_GRAPH, at.LEAD_GRAPH, at.TITLE_GRAPH, at.guard.GUARD_GRAPH]
 
 
 def mermaid_edges(text: str) -> set[tuple[str, str, str]]:
@@ -157,7 +157,9 @@ def test_the_core_reads_no_clock_randomness_or_io() -> None:
     banned = re.compile(r"^\s*(import|from)\s+(time|random|uuid|os|io|socket|logging|datetime)\b",
                         re.M)
     package = pathlib.Path(at.__file__).parent
-    core = [path for path in package.glob("*.py") if path.name not in ("__main__.py", "demo.py")]
+    core = [path for path in package.rglob("*.py")
+            if path.name not in ("__main__.py", "demo.py")]
+    assert len(core) > 10
     offenders = [path.name for path in core if banned.search(path.read_text())]
     assert offenders == []
 

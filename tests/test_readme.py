@@ -55,7 +55,7 @@ def test_the_demo_script_is_valid_end_to_end() -> None:
     assert state.phase is at.TurnPhase.IDLE
 
 
-@pytest.mark.parametrize("part", ["turn", "lead", "titles"])
+@pytest.mark.parametrize("part", ["turn", "lead", "titles", "guard"])
 def test_the_command_line_prints_diagrams(part: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``agentturn diagram PART`` prints Mermaid."""
     from agentturn.__main__ import main

@@ -98,3 +98,80 @@ def test_the_fast_replace_agrees_with_attrs_evolve_for_every_field() -> None:
         value = getattr(other, field.name)
         assert replace(state, **{field.name: value}) == attrs.evolve(state, **{field.name: value})
     assert replace(state) == state
+
+
+GUARD_ON = at.guard.GuardConfig(todo_stop_guard=True, daemon=True)
+
+
+def guard_in_phase(phase: at.guard.GuardPhase) -> at.guard.GuardState:
+    """A real guard state in ``phase``, reached by real events."""
+    g = at.guard
+    envelope = {"type": "todo_list", "todos": [{"id": "1", "content": "x", "status": "pending"}]}
+    scripts: dict[g.GuardPhase, list[at.Event]] = {
+        g.GuardPhase.OFF: [],
+        g.GuardPhase.NO_CHAIN: [],
+        g.GuardPhase.ACTIVE: [g.OrdinaryPromptStarted(turn_id="t")],
+        g.GuardPhase.CONTINUING: [
+            g.OrdinaryPromptStarted(turn_id="t"),
+            g.TodoWriteResult(call_id="c", turn_id="t", envelope=envelope, succeeded=True),
+            g.NaturalStop()],
+        g.GuardPhase.PAUSED: [g.OrdinaryPromptStarted(turn_id="t"),
+                              g.RequestErrored(kind=g.ErrorKind.API)],
+        g.GuardPhase.SUSPENDED: [g.OrdinaryPromptStarted(turn_id="t"),
+                                 g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        g.GuardPhase.AWAITING_PROMPT: [g.OrdinaryPromptStarted(turn_id="t"),
+                                       g.NaturalStop(queued_prompt=True)],
+    }
+    state = g.GuardState.create(g.GuardConfig() if phase is g.GuardPhase.OFF else GUARD_ON)
+    for event in scripts[phase]:
+        state = g.reduce(state, event).state
+    assert state.phase is phase
+    return state
+
+
+_g = at.guard
+GUARD_SAMPLES: list[at.Event] = [
+    _g.OrdinaryPromptStarted(turn_id="t2"),
+    _g.AutomaticTurnStarted(turn_id="a", kind=_g.AutomaticTurnKind.CRON, related=True),
+    _g.MidTurnMessage(),
+    _g.RetryOrContinue(turn_id="t"),
+    _g.BackgroundResult(related=True),
+    _g.TodoWriteResult(call_id="c2", turn_id="t", envelope={"type": "todo_list", "todos": []},
+                       succeeded=True),
+    _g.TodoArgumentsObserved(arguments={}),
+    _g.TodoHistoryReplayed(envelope={}),
+    _g.TodoDiskStateLoaded(envelope={}),
+    _g.SubagentTodoObserved(envelope={}),
+    _g.NaturalStop(),
+    _g.GuardStreamOpened(),
+    _g.GuardStreamNotOpened(reason=_g.NotOpenedReason.CANCELLED),
+    _g.OrdinaryStreamOpened(),
+    _g.ToolResultsReady(),
+    _g.RequestErrored(kind=_g.ErrorKind.API),
+    _g.HardStop(kind=_g.HardStopKind.TOKEN_LIMIT),
+    _g.TrustCleared(kind=_g.TrustClearingKind.FORK),
+    _g.ForegroundPromptSettled(turn_id="t"),
+    _g.QueuedPromptAborted(last=True),
+    _g.ClientAttached(),
+    _g.ModelChanged(),
+    _g.ApprovalModeChanged(mode=_g.ApprovalMode.PLAN),
+    _g.SettingsChanged(todo_stop_guard=True),
+]
+
+
+@pytest.mark.parametrize("phase", list(at.guard.GuardPhase), ids=lambda p: p.name)
+@pytest.mark.parametrize("event", GUARD_SAMPLES, ids=lambda e: type(e).__name__)
+def test_every_guard_phase_event_pair_is_declared_or_a_protocol_error(
+    phase: at.guard.GuardPhase, event: at.Event
+) -> None:
+    """The guard's table is complete: an undeclared pair raises UnexpectedEvent; a declared one
+    lands in a declared destination."""
+    state = guard_in_phase(phase)
+    declared = at.guard.GUARD_GRAPH.table.get((phase, type(event).__name__))
+    try:
+        new_state, _ = at.guard.reduce(state, event)
+    except at.ProtocolError as error:
+        assert declared is None and isinstance(error, at.UnexpectedEvent)
+        return
+    assert declared is not None, "accepted an event the table does not declare"
+    assert new_state.phase in declared

@@ -1,0 +1,43 @@
+"""The Daemon Todo Stop Guard: bounded, trusted automatic continuation of unfinished todo work.
+
+A pure part, usable alone: build :class:`GuardState` from a :class:`GuardConfig` when a session
+is created, feed it the session's facts with :func:`reduce`, and carry out its decisions. The
+session composes it with stop ordering, the daemon FIFO and background work.
+"""
+
+from .envelope import TodoCounts, parse_todo_envelope
+from .reducer import Decision, GuardDecision, decide, reduce
+from .state import GUARD_GRAPH, GuardConfig, GuardPhase, GuardState, LoopOwner
+from .texts import (
+    DISCRETE_MARKER,
+    GUARD_SOURCE,
+    MAX_ATTEMPTS,
+    GuardChunkMeta,
+    continuation_text,
+    exhaustion_text,
+    is_guard_prompt,
+)
+from .vocabulary import *  # noqa: F403
+from .vocabulary import __all__ as _vocabulary_all
+
+__all__ = [
+    "DISCRETE_MARKER",
+    "GUARD_GRAPH",
+    "GUARD_SOURCE",
+    "MAX_ATTEMPTS",
+    "Decision",
+    "GuardChunkMeta",
+    "GuardConfig",
+    "GuardDecision",
+    "GuardPhase",
+    "GuardState",
+    "LoopOwner",
+    "TodoCounts",
+    "continuation_text",
+    "decide",
+    "exhaustion_text",
+    "is_guard_prompt",
+    "parse_todo_envelope",
+    "reduce",
+    *_vocabulary_all,
+]

@@ -1,0 +1,413 @@
+"""The todo stop guard's events and commands.
+
+Events are facts the session reports; commands are the guard's decisions. None of them carries
+todo text (OB-4): the only event that holds a todo list is :class:`TodoWriteResult`, whose
+envelope the guard reduces to counts at once. The untrusted places a todo list can be seen
+(tool-call arguments, replayed history, disk state, sub-agents) are distinct events so a host can
+show them to the guard, and the tests can show they change nothing (SG-A3).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from .._base import Command, Event, is_bool, is_id, is_str, non_negative, one_of, optional
+from .texts import GuardChunkMeta
+
+__all__ = [
+    "ApprovalMode",
+    "ApprovalModeChanged",
+    "AutomaticTurnKind",
+    "AutomaticTurnStarted",
+    "BackgroundResult",
+    "ClientAttached",
+    "ContinueWithGuardPrompt",
+    "EmitAgentMessageChunk",
+    "ErrorKind",
+    "ForegroundPromptSettled",
+    "GuardStreamNotOpened",
+    "GuardStreamOpened",
+    "HardStop",
+    "HardStopKind",
+    "HookMayContinue",
+    "KeepToolResults",
+    "MidTurnMessage",
+    "ModelChanged",
+    "NaturalStop",
+    "NotOpenedReason",
+    "ObservationPoint",
+    "OrdinaryPromptStarted",
+    "OrdinaryStreamOpened",
+    "QueuedPromptAborted",
+    "ReleaseAutomaticQueues",
+    "ReportGuardExhausted",
+    "RequestErrored",
+    "RetryOrContinue",
+    "SendToolResults",
+    "SettingsChanged",
+    "Sponsor",
+    "StartWorkChain",
+    "SubagentTodoObserved",
+    "TodoArgumentsObserved",
+    "TodoDiskStateLoaded",
+    "TodoHistoryReplayed",
+    "TodoWriteResult",
+    "ToolOrigin",
+    "ToolResultsReady",
+    "TrustCleared",
+    "TrustClearingKind",
+]
+
+
+# --- the user and the work chain --------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class OrdinaryPromptStarted(Event):
+    """A new ordinary user prompt starts; it starts an unarmed work chain (SG-A7)."""
+
+    turn_id: str = attrs.field(validator=is_id)
+
+
+@attrs.frozen(kw_only=True)
+class MidTurnMessage(Event):
+    """A mid-turn user message (a Lead instruction) reached the model: new user input (SG-A9)."""
+
+
+@attrs.frozen(kw_only=True)
+class RetryOrContinue(Event):
+    """The user explicitly retried or continued after an error (SG-A8, SG-S2)."""
+
+    #: The turn the retry runs in; its todo-write results are the live ones.
+    turn_id: str = attrs.field(validator=is_id)
+
+
+@attrs.frozen(kw_only=True)
+class BackgroundResult(Event):
+    """A background agent, shell, monitor or wakeup delivered a result to the session."""
+
+    #: True when it belongs to the current work chain (not in the chain's baseline).
+    related: bool = attrs.field(validator=is_bool)
+
+
+class AutomaticTurnKind(enum.Enum):
+    """What started an automatic turn."""
+
+    CRON = "cron"
+    NOTIFICATION = "notification"
+
+
+@attrs.frozen(kw_only=True)
+class AutomaticTurnStarted(Event):
+    """A cron or notification turn starts (SG-A10)."""
+
+    turn_id: str = attrs.field(validator=is_id)
+    kind: AutomaticTurnKind = attrs.field(validator=one_of(AutomaticTurnKind))
+    #: True when it processes background results of the current chain.
+    related: bool = attrs.field(validator=is_bool)
+
+
+# --- todo lists: the one trusted input and the untrusted ones ---------------------------------
+
+
+class ToolOrigin(enum.Enum):
+    """Which tool produced a result under the todo-write wire name."""
+
+    #: The built-in todo-write tool.
+    BUILTIN = "builtin"
+    #: A discovered (MCP or extension) tool that shadows the wire name: never trusted.
+    DISCOVERED = "discovered"
+
+
+class ObservationPoint(enum.Enum):
+    """When in the tool pipeline the session observed the result (SG-A2)."""
+
+    #: After execution and status calculation, before PostToolUse hooks: the trusted point.
+    AFTER_STATUS = "after_status"
+    #: After PostToolUse hooks ran (a hook may have rewritten or stopped it): not trusted.
+    AFTER_POST_TOOL_USE = "after_post_tool_use"
+
+
+@attrs.frozen(kw_only=True)
+class TodoWriteResult(Event):
+    """A todo-write tool result observed live. Only a successful, top-level, first-of-its-id
+    built-in result at ``AFTER_STATUS`` with a valid envelope arms or disarms (SG-A1)."""
+
+    call_id: str = attrs.field(validator=is_id)
+    #: The live turn the call belongs to; results of an invalidated turn are ignored (SG-A14).
+    turn_id: str = attrs.field(validator=is_id)
+    #: The structured result as the tool returned it (a mapping; a JSON string is rejected).
+    envelope: Any = attrs.field(repr=False)
+    succeeded: bool = attrs.field(validator=is_bool)
+    top_level: bool = attrs.field(default=True, validator=is_bool)
+    origin: ToolOrigin = attrs.field(default=ToolOrigin.BUILTIN, validator=one_of(ToolOrigin))
+    point: ObservationPoint = attrs.field(default=ObservationPoint.AFTER_STATUS,
+                                          validator=one_of(ObservationPoint))
+
+
+@attrs.frozen(kw_only=True)
+class TodoArgumentsObserved(Event):
+    """A todo list seen in a todo-write call's *arguments*: never trusted (SG-A3)."""
+
+    arguments: Any = attrs.field(repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class TodoHistoryReplayed(Event):
+    """A todo list found while replaying history: never trusted (SG-A3)."""
+
+    envelope: Any = attrs.field(repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class TodoDiskStateLoaded(Event):
+    """A todo list read from disk: never trusted (SG-A3)."""
+
+    envelope: Any = attrs.field(repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class SubagentTodoObserved(Event):
+    """A sub-agent's todo list: never trusted (SG-A3)."""
+
+    envelope: Any = attrs.field(repr=False)
+
+
+# --- streams and stops ------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class NaturalStop(Event):
+    """The model stopped naturally; the session asks the guard in its stop order (SO-7)."""
+
+    #: Mid-turn user messages were drained at this stop (SO-1): the user continuation runs.
+    mid_turn_messages: bool = attrs.field(default=False, validator=is_bool)
+    #: The daemon FIFO holds a complete, non-aborted prompt (SO-2).
+    queued_prompt: bool = attrs.field(default=False, validator=is_bool)
+    #: Relevant background input exists (BG-2): the guard waits for it.
+    relevant_background: bool = attrs.field(default=False, validator=is_bool)
+    #: The reason of an external Stop hook that blocks this same stop, to coalesce (SO-8).
+    hook_reason: str | None = attrs.field(default=None, validator=optional(is_str))
+
+
+@attrs.frozen(kw_only=True)
+class GuardStreamOpened(Event):
+    """The guard-attributable stream the guard asked for was returned: the attempt commits."""
+
+
+class NotOpenedReason(enum.Enum):
+    """Why a guard-attributable stream never opened; none of these consumes an attempt."""
+
+    CANCELLED = "cancelled"
+    COMPACTION_FAILED = "compaction_failed"
+    TOKEN_REJECTED = "token_rejected"
+
+
+@attrs.frozen(kw_only=True)
+class GuardStreamNotOpened(Event):
+    """The guard-attributable stream failed before it was returned (SG-B3)."""
+
+    reason: NotOpenedReason = attrs.field(validator=one_of(NotOpenedReason))
+
+
+@attrs.frozen(kw_only=True)
+class OrdinaryStreamOpened(Event):
+    """A primary stream not attributable to the guard opened (user, mid-turn input, hook)."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultsReady(Event):
+    """Tool results of the last primary stream are executed and saved; who may send them?"""
+
+    #: Mid-turn user input is waiting and can sponsor the send (SG-B7).
+    mid_turn_input: bool = attrs.field(default=False, validator=is_bool)
+
+
+class ErrorKind(enum.Enum):
+    """Errors that pause, not end, a work chain (SG-S2)."""
+
+    API = "api"
+    NETWORK = "network"
+
+
+@attrs.frozen(kw_only=True)
+class RequestErrored(Event):
+    """A primary request failed with an API or network error."""
+
+    kind: ErrorKind = attrs.field(validator=one_of(ErrorKind))
+
+
+class HardStopKind(enum.Enum):
+    """Hard terminal paths (SG-S1) and the authorities the guard never overrides (SG-S3)."""
+
+    USER_CANCELLED = "user_cancelled"
+    PERMISSION_CANCELLED = "permission_cancelled"
+    POST_TOOL_USE_STOP = "post_tool_use_should_stop"
+    LOOP_PROTECTION = "loop_protection"
+    TOKEN_LIMIT = "token_limit"
+    STOP_HOOK_CAP = "stop_hook_cap"
+    GRACE_EXPIRED = "acp_grace_expired"
+    RESOURCE_LIMIT = "daemon_resource_limit"
+
+
+@attrs.frozen(kw_only=True)
+class HardStop(Event):
+    """A hard terminal path ended the current work: the chain is suspended."""
+
+    kind: HardStopKind = attrs.field(validator=one_of(HardStopKind))
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+class TrustClearingKind(enum.Enum):
+    """Lifecycle events after which nothing the guard knew is trusted (SG-A12)."""
+
+    REWIND = "rewind"
+    HISTORY_RESTORED = "history_restored"
+    FORK = "branch_or_fork"
+    WORKING_DIRECTORY_CHANGED = "working_directory_changed"
+    NEW_SESSION = "new_session"
+    DISK_RESTORED = "disk_restored"
+    DAEMON_RESTART = "daemon_restart"
+    AGENT_RESTART = "agent_restart"
+
+
+@attrs.frozen(kw_only=True)
+class TrustCleared(Event):
+    """A trust-clearing lifecycle event happened (SG-A12)."""
+
+    kind: TrustClearingKind = attrs.field(validator=one_of(TrustClearingKind))
+    #: The live foreground turn it invalidated, if one was running (SG-A14, SG-A15).
+    invalidated_turn_id: str | None = attrs.field(default=None, validator=optional(is_id))
+
+
+@attrs.frozen(kw_only=True)
+class ForegroundPromptSettled(Event):
+    """A foreground prompt finished, normally or through an error path (SG-A15)."""
+
+    turn_id: str = attrs.field(validator=is_id)
+    errored: bool = attrs.field(default=False, validator=is_bool)
+
+
+@attrs.frozen(kw_only=True)
+class QueuedPromptAborted(Event):
+    """A queued FIFO prompt was aborted (SO-3, SO-4)."""
+
+    #: It was the last queued prompt.
+    last: bool = attrs.field(validator=is_bool)
+
+
+@attrs.frozen(kw_only=True)
+class ClientAttached(Event):
+    """A live client attached to this same session: the state is kept (SG-A13)."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelChanged(Event):
+    """The model changed: no new work chain (SG-A13)."""
+
+
+class ApprovalMode(enum.Enum):
+    """The session's approval mode."""
+
+    DEFAULT = "default"
+    AUTO_EDIT = "auto_edit"
+    YOLO = "yolo"
+    #: Approval plan mode: the guard is off while in it (SG-C3).
+    PLAN = "plan"
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalModeChanged(Event):
+    """The approval mode changed (SG-A13, SG-C3)."""
+
+    mode: ApprovalMode = attrs.field(validator=one_of(ApprovalMode))
+
+
+@attrs.frozen(kw_only=True)
+class SettingsChanged(Event):
+    """The user changed ``experimental.todoStopGuard``; it applies only to new sessions (SG-C2)."""
+
+    todo_stop_guard: bool = attrs.field(validator=is_bool)
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class StartWorkChain(Command):
+    """A new work chain begins: snapshot the background baseline now (BG-1, SG-A7, SG-A8)."""
+
+    chain: int = attrs.field(validator=non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class ContinueWithGuardPrompt(Command):
+    """Open one more primary stream with ``text`` as a user-role message (OB-1).
+
+    When an external Stop hook blocks the same stop, ``hook_reason`` goes in the same model call
+    (SO-8); the hook's counter is the session's, the guard's attempt is this one.
+    """
+
+    attempt: int = attrs.field(validator=non_negative)
+    unfinished: int = attrs.field(validator=non_negative)
+    text: str = attrs.field(validator=is_str)
+    hook_reason: str | None = attrs.field(default=None, validator=optional(is_str))
+
+
+class Sponsor(enum.Enum):
+    """Who a tool-result follow-up stream is attributed to."""
+
+    #: The guard: it uses (and commits on open) a guard attempt (SG-B4).
+    GUARD = "guard"
+    #: Waiting mid-turn user input: no guard attempt (SG-B7).
+    MID_TURN_INPUT = "mid_turn_input"
+    #: The external Stop hook's own tool loop: no guard attempt (SG-B8).
+    STOP_HOOK = "stop_hook"
+
+
+@attrs.frozen(kw_only=True)
+class SendToolResults(Command):
+    """Send the tool results in a follow-up stream, without another guard prompt (SG-B6)."""
+
+    sponsor: Sponsor = attrs.field(validator=one_of(Sponsor))
+    #: The guard attempt this send will commit when its stream opens, if the guard sponsors it.
+    attempt: int | None = attrs.field(default=None, validator=optional(non_negative))
+
+
+@attrs.frozen(kw_only=True)
+class KeepToolResults(Command):
+    """Keep the executed results, but open no further stream: no third attempt (SG-B5)."""
+
+    reason: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True)
+class EmitAgentMessageChunk(Command):
+    """Emit one discrete, replayable ``agent_message_chunk`` for a committed attempt (OB-2)."""
+
+    text: str = attrs.field(validator=is_str)
+    meta: GuardChunkMeta = attrs.field(validator=one_of(GuardChunkMeta))
+
+
+@attrs.frozen(kw_only=True)
+class ReportGuardExhausted(Command):
+    """Show the exhaustion message, once per chain (OB-3)."""
+
+    text: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True)
+class HookMayContinue(Command):
+    """The guard chain is suspended, but the coalesced hook may continue on its own (SG-B9)."""
+
+    reason: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True)
+class ReleaseAutomaticQueues(Command):
+    """Release deferred automatic (cron, notification) queues (SG-A15, SO-4)."""
