@@ -15,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="print one scripted turn as a timeline of events and commands")
     diagram = commands.add_parser("diagram", help="print a part's phase graph as Mermaid")
-    diagram.add_argument("part", nargs="?", default="turn", choices=["turn", "lead", "titles", "guard"])
+    diagram.add_argument("part", nargs="?", default="turn",
+                         choices=["turn", "lead", "titles", "guard"])
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import timeline
