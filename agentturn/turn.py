@@ -247,7 +247,7 @@ def _finalize(state: TurnState, out: _Commands, outcome: TurnOutcome | None = No
     if ending.resumable:
         return _replace(state, phase=P.IDLE, lead=released.state, ending=None)
     return _replace(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
-                        next_call=0, batch=(), resume_phase=None)
+                    next_call=0, batch=(), resume_phase=None)
 
 
 # --- handlers, one per event type -------------------------------------------------------------

@@ -1,27 +1,40 @@
-"""A small driver that feeds a script of events to the turn reducer and keeps the commands."""
+"""Small drivers that feed a script of events to a reducer and keep the commands."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import agentturn as at
 
 
-class Driver:
-    """Feeds events to :func:`agentturn.reduce`, remembering every command in order."""
+class Recorder:
+    """Feeds events to one reducer, remembering every command in order."""
 
-    def __init__(self, config: at.TurnConfig | None = None, chat_id: str = "chat") -> None:
-        self.state = at.TurnState.create(chat_id, config)
+    def __init__(self, reduce: Callable[[Any, at.Event], at.Step[Any]], state: Any) -> None:
+        self.reduce = reduce
+        self.state = state
         self.commands: list[at.Command] = []
 
     def send(self, *events: at.Event) -> tuple[at.Command, ...]:
         """Feed ``events`` in order; return the commands of this call."""
         out: list[at.Command] = []
         for event in events:
-            self.state, commands = at.reduce(self.state, event)
+            self.state, commands = self.reduce(self.state, event)
             out.extend(commands)
         self.commands.extend(out)
         return tuple(out)
+
+    def of(self, kind: type) -> list[Any]:
+        """Every command of type ``kind`` so far."""
+        return [command for command in self.commands if isinstance(command, kind)]
+
+
+class Driver(Recorder):
+    """A :class:`Recorder` for the turn lifecycle, with the common host answers."""
+
+    def __init__(self, config: at.TurnConfig | None = None, chat_id: str = "chat") -> None:
+        super().__init__(at.reduce, at.TurnState.create(chat_id, config))
 
     # --- conveniences for the common host answers ---------------------------------------------
 
@@ -59,10 +72,6 @@ class Driver:
         return self.send(at.StreamCompleted(
             request_id=request.request_id, text=text, finish_reason=finish_reason,
             tool_calls=tuple(calls), malformed_tool_format=malformed))
-
-    def of(self, kind: type) -> list[object]:
-        """Every command of type ``kind`` so far."""
-        return [command for command in self.commands if isinstance(command, kind)]
 
 
 def call(call_id: str, name: str = "read_file", permission: bool = False) -> at.ToolCall:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from driver import Recorder
 
 import agentturn as at
 from agentturn import guard as g
@@ -18,21 +19,12 @@ def todos(*statuses: str, content: str = "write the parser") -> dict[str, Any]:
                       for i, status in enumerate(statuses)]}
 
 
-class Guard:
-    """Feeds events to the guard reducer and keeps every command."""
+class Guard(Recorder):
+    """A :class:`Recorder` for the guard, with the common session facts."""
 
     def __init__(self, config: g.GuardConfig = ON) -> None:
-        self.state = g.GuardState.create(config)
-        self.commands: list[at.Command] = []
+        super().__init__(g.reduce, g.GuardState.create(config))
         self.calls = 0
-
-    def send(self, *events: at.Event) -> tuple[at.Command, ...]:
-        out: list[at.Command] = []
-        for event in events:
-            self.state, commands = g.reduce(self.state, event)
-            out.extend(commands)
-        self.commands.extend(out)
-        return tuple(out)
 
     def prompt(self, turn_id: str = "t1") -> tuple[at.Command, ...]:
         self.turn = turn_id
@@ -53,9 +45,6 @@ class Guard:
         commands = self.stop()
         assert isinstance(commands[0], g.ContinueWithGuardPrompt), commands
         self.send(g.GuardStreamOpened())
-
-    def of(self, kind: type) -> list[Any]:
-        return [c for c in self.commands if isinstance(c, kind)]
 
 
 def armed(statuses: tuple[str, ...] = ("pending", "in_progress", "completed"),
