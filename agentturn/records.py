@@ -18,6 +18,8 @@ last completed response (``None`` only when no response completed in the turn).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import attrs
 
@@ -51,7 +53,7 @@ class FinishKind(enum.Enum):
     OTHER = "other"
 
 
-_KNOWN_REASONS: dict[str, FinishKind] = {
+_KNOWN_REASONS: Mapping[str, FinishKind] = MappingProxyType({
     "stop": FinishKind.STOP,
     "end_turn": FinishKind.STOP,
     "stop_sequence": FinishKind.STOP,
@@ -66,7 +68,7 @@ _KNOWN_REASONS: dict[str, FinishKind] = {
     "content_filter": FinishKind.CONTENT_FILTER,
     "safety": FinishKind.CONTENT_FILTER,
     "refusal": FinishKind.CONTENT_FILTER,
-}
+})
 
 
 @attrs.frozen(kw_only=True)

@@ -50,7 +50,8 @@ Choices where the documents are silent, written down here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -484,7 +485,7 @@ def _on_title(state: TurnState, event: TitleGenerated | TitleFailed | ManualRena
 
 
 _Handler = Callable[[TurnState, object, _Commands], TurnState]
-_HANDLERS: dict[type, _Handler] = {
+_HANDLERS: Mapping[type, _Handler] = MappingProxyType({
     PromptSubmitted: _on_prompt,  # type: ignore[dict-item]
     ContinueTurn: _on_continue,  # type: ignore[dict-item]
     StreamOpened: _on_stream_opened,  # type: ignore[dict-item]
@@ -505,17 +506,17 @@ _HANDLERS: dict[type, _Handler] = {
     TitleFailed: _on_title,  # type: ignore[dict-item]
     ManualRename: _on_title,  # type: ignore[dict-item]
     AutoTitlePreferenceChanged: _on_title,  # type: ignore[dict-item]
-}
+})
 
 
 #: The phase graph's table joined with the handlers: ``(phase name, event type) -> handler``.
 #: Built from TURN_GRAPH once, so the graph stays the one place that says what is accepted.
-_ROUTES: dict[tuple[str, type], _Handler] = {
+_ROUTES: Mapping[tuple[str, type], _Handler] = MappingProxyType({
     (phase._name_, event_type): handler
     for (phase, name) in TURN_GRAPH.table
     for event_type, handler in _HANDLERS.items()
     if event_type.__name__ == name
-}
+})
 
 
 def reduce(state: TurnState, event: object) -> Step[TurnState]:

@@ -22,7 +22,8 @@ new continuation, but a tool loop opened by a committed guard stream still sends
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -339,7 +340,7 @@ def _on_queued_aborted(state: GuardState, event: QueuedPromptAborted,
 
 
 _Handler = Callable[[GuardState, Any, _Commands], GuardState]
-_HANDLERS: dict[type, _Handler] = {
+_HANDLERS: Mapping[type, _Handler] = MappingProxyType({
     ClientAttached: _unchanged,
     ModelChanged: _unchanged,
     SettingsChanged: _unchanged,
@@ -364,7 +365,7 @@ _HANDLERS: dict[type, _Handler] = {
     TrustCleared: _on_trust_cleared,
     ForegroundPromptSettled: _on_settled,
     QueuedPromptAborted: _on_queued_aborted,
-}
+})
 
 
 def reduce(state: GuardState, event: object) -> Step[GuardState]:
