@@ -97,6 +97,12 @@ def _records(records: Iterable[object]) -> str:
     return "; ".join(parts)
 
 
+def _generic(value: Event | Command) -> str:
+    """The class name and the field values, for events and commands without a special line."""
+    fields = ", ".join(f"{field}" for field in attrs.astuple(value, recurse=False))
+    return f"{type(value).__name__} {fields}".rstrip()
+
+
 def describe_event(event: Event) -> str:
     """One readable line for an event."""
     if isinstance(event, PromptSubmitted | LeadSubmitted):
@@ -110,8 +116,7 @@ def describe_event(event: Event) -> str:
         return f"ToolFinished {event.call_id}: {event.output!r}"
     if isinstance(event, PermissionDecided):
         return f"PermissionDecided {event.call_id}: {event.decision.value}"
-    fields = ", ".join(f"{value}" for value in attrs.astuple(event, recurse=False))
-    return f"{type(event).__name__} {fields}".rstrip()
+    return _generic(event)
 
 
 def describe_command(command: Command) -> str:
@@ -135,8 +140,7 @@ def describe_command(command: Command) -> str:
         outcome = command.outcome
         reason = outcome.finish_reason.raw if outcome.finish_reason else "none"
         return f"EndTurn {outcome.kind.value}: {outcome.message} [finish reason {reason!r}]"
-    fields = ", ".join(f"{value}" for value in attrs.astuple(command, recurse=False))
-    return f"{type(command).__name__} {fields}".rstrip()
+    return _generic(command)
 
 
 _NOTES = {

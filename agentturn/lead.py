@@ -217,6 +217,13 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
     return Step(attrs.evolve(queue, entries=entries), (draft, *saves))
 
 
+def _unsaved_draft(entry: LeadEntry) -> KeepDraft:
+    """The draft of an instruction the turn ended before saving goes back to the composer."""
+    return KeepDraft(lead_id=entry.lead_id, draft=entry.text,
+                     message="The turn ended before this Lead instruction was saved; the text "
+                             "is back in the composer.")
+
+
 def open_admission(queue: LeadQueue) -> LeadQueue:
     """A turn became active in the chat: admit instructions."""
     return attrs.evolve(queue, admission=Admission.OPEN)
@@ -235,9 +242,7 @@ def close_admission(queue: LeadQueue) -> Step[LeadQueue]:
     drafts: list[Command] = []
     for entry in queue.entries:
         if entry.status is LeadStatus.QUEUED:
-            drafts.append(KeepDraft(lead_id=entry.lead_id, draft=entry.text,
-                                    message="The turn ended before this Lead instruction was "
-                                            "saved; the text is back in the composer."))
+            drafts.append(_unsaved_draft(entry))
         else:
             kept.append(entry)
     return Step(attrs.evolve(queue, admission=Admission.ENDING, entries=tuple(kept)), tuple(drafts))
@@ -273,7 +278,5 @@ def release(queue: LeadQueue) -> Step[LeadQueue]:
         if entry.status is LeadStatus.SAVED:
             commands.append(LeadUnapplied(lead_id=entry.lead_id))
         else:
-            commands.append(KeepDraft(lead_id=entry.lead_id, draft=entry.text,
-                                      message="The turn ended before this Lead instruction "
-                                              "was saved; the text is back in the composer."))
+            commands.append(_unsaved_draft(entry))
     return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=()), tuple(commands))

@@ -105,6 +105,7 @@ from .records import (
 )
 from .titles import TitleTrigger
 from .turn_state import (
+    SAVING_PHASES,
     TURN_GRAPH,
     NextStep,
     PermissionPolicy,
@@ -118,7 +119,6 @@ __all__ = ["TURN_GRAPH", "PermissionPolicy", "TurnConfig", "TurnPhase", "TurnSta
 P = TurnPhase
 #: ``attrs.evolve`` for TurnState, at the cost of one constructor call (see ``replacer``).
 _replace = replacer(TurnState)
-_SAVING = (P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS)
 
 
 _Commands = list[Command]
@@ -150,10 +150,11 @@ def _outcome(state: TurnState, kind: OutcomeKind, message: str,
 def _persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
              out: _Commands, **changes: Any) -> TurnState:
     """Send one write and wait for it in ``phase``; ``changes`` join the same new state."""
-    seq = state.persist_seq + 1
-    out.append(Persist(key=f"{state.turn_id}/p{seq}", records=records))
-    changes.update(phase=phase, persist_seq=seq, persisting=True, batch=records)
-    return _replace(state, **changes)
+    changes.update(phase=phase, persist_seq=state.persist_seq + 1, persisting=True,
+                   batch=records)
+    state = _replace(state, **changes)
+    out.append(Persist(key=state.persist_key, records=records))
+    return state
 
 
 def _results_for_rest(state: TurnState, status: ToolResultStatus,
@@ -172,13 +173,13 @@ def _request(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
             state, OutcomeKind.ACTION_BUDGET,
             f"The turn reached the host's limit of {limit} model requests."))
     queue, lead_ids = lead.take_saved(state.lead)
-    seq = state.request_seq + 1
     retry = state.next_step is NextStep.RETRY
-    out.append(RequestModelStream(request_id=f"{state.turn_id}/r{seq}", lead_ids=lead_ids,
+    state = _replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
+                     lead=queue, calls=(), next_call=0,
+                     next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
+    out.append(RequestModelStream(request_id=state.request_id, lead_ids=lead_ids,
                                   corrective=retry))
-    return _replace(state, phase=P.AWAITING_STREAM, request_seq=seq, lead=queue, calls=(),
-                    next_call=0, next_step=NextStep.RETRY if retry else NextStep.REQUEST,
-                    **changes)
+    return state
 
 
 def _start_call(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
@@ -279,7 +280,7 @@ def _on_continue(state: TurnState, event: ContinueTurn, out: _Commands) -> TurnS
         raise _unknown(state, event, "ContinueTurn for the turn that ended with a resumable error")
     resume = state.resume_phase
     state = _replace(state, resume_phase=None, lead=lead.open_admission(state.lead))
-    if resume in _SAVING:
+    if resume in SAVING_PHASES:
         return _persist(state, state.batch, resume, out)
     return _advance(state, out)
 

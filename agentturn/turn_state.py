@@ -27,6 +27,7 @@ from .records import FinishReason, ToolCall, TurnOutcome
 from .titles import TitleState
 
 __all__ = [
+    "SAVING_PHASES",
     "TURN_GRAPH",
     "NextStep",
     "PermissionPolicy",
@@ -66,7 +67,9 @@ class TurnPhase(enum.Enum):
 P = TurnPhase
 _EVERY = list(TurnPhase)
 _ACTIVE = [phase for phase in TurnPhase if phase is not P.IDLE]
-_SAVING = [P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS]
+#: The phases in which a turn write (``Persist``) is in flight.
+SAVING_PHASES = (P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS)
+_SAVING = list(SAVING_PHASES)
 #: Where :func:`_finalize` may leave the turn.
 _FINAL = [P.ENDING, P.IDLE]
 #: Where :func:`_advance` may leave the turn.

@@ -162,6 +162,11 @@ def _pending(state: GuardState, attempt: int, text: str, owner: LoopOwner,
                     pending_owner=owner, pending_hook_reason=hook_reason)
 
 
+def _end_loop(state: GuardState) -> GuardState:
+    """The current primary stream is no longer anyone's tool loop."""
+    return state if state.loop is LoopOwner.NONE else _replace(state, loop=LoopOwner.NONE)
+
+
 def _clear_pending(state: GuardState, **changes: Any) -> GuardState:
     return _replace(state, pending_attempt=0, pending_text="", pending_owner=LoopOwner.NONE,
                     pending_hook_reason=None, **changes)
@@ -253,7 +258,7 @@ def _on_natural_stop(state: GuardState, event: NaturalStop, out: _Commands) -> G
                                            text=verdict.text, hook_reason=event.hook_reason))
         owner = LoopOwner.GUARD if event.hook_reason is None else LoopOwner.GUARD_AND_HOOK
         return _pending(state, verdict.attempt, verdict.text, owner, event.hook_reason)
-    return state if state.loop is LoopOwner.NONE else _replace(state, loop=LoopOwner.NONE)
+    return _end_loop(state)
 
 
 def _on_stream_opened(state: GuardState, event: GuardStreamOpened, out: _Commands) -> GuardState:
@@ -275,7 +280,7 @@ def _on_not_opened(state: GuardState, event: GuardStreamNotOpened, out: _Command
 
 def _on_ordinary_stream(state: GuardState, event: OrdinaryStreamOpened,
                         out: _Commands) -> GuardState:
-    return state if state.loop is LoopOwner.NONE else _replace(state, loop=LoopOwner.NONE)
+    return _end_loop(state)
 
 
 def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands) -> GuardState:
