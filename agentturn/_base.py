@@ -21,11 +21,12 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
 __all__ = [
+    "AwaitingCommand",
     "Command",
     "Event",
     "FieldError",
@@ -36,6 +37,8 @@ __all__ = [
     "is_id",
     "is_str",
     "non_negative",
+    "not_blank",
+    "Notice",
     "one_of",
     "optional",
     "replacer",
@@ -50,6 +53,28 @@ class Event:
 @attrs.frozen(kw_only=True)
 class Command:
     """Base of every output a reducer asks the host to carry out."""
+
+
+@attrs.frozen(kw_only=True)
+class AwaitingCommand(Command):
+    """A command whose completion comes back as an answering event.
+
+    ``answered_by`` names the event classes that answer it; :attr:`answer_id` is the id those
+    events echo (``None`` where at most one such command can be outstanding, so none is needed).
+    A host keeps its outstanding awaiting commands until one of the answers arrives.
+    """
+
+    answered_by: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def answer_id(self) -> str | None:
+        """The id the answering event carries."""
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class Notice(Command):
+    """A command that only informs or asks for a fire-and-forget effect: nothing answers it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -106,11 +131,31 @@ def _where(instance: Any, attribute: attrs.Attribute[Any]) -> str:
 
 
 def is_str(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """Validator: the field is a ``str`` (any content, empty allowed)."""
+    """Validator: the field is a ``str`` that can be encoded as UTF-8 (empty allowed).
+
+    A lone surrogate (``"\\ud800"``, as a broken UI or a bad JSON decoder may produce) cannot be
+    stored or sent by any host, so it is refused here, when the value is built, rather than
+    failing later inside a reducer.
+    """
     if type(value) is not str:
         raise FieldError(
             f"{_where(instance, attribute)} must be a str, got {type(value).__name__}"
         )
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise FieldError(
+                f"{_where(instance, attribute)} must be encodable as UTF-8; position "
+                f"{error.start} holds a lone surrogate {value[error.start]!r}"
+            ) from None
+
+
+def not_blank(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field is a UTF-8-encodable ``str`` with at least one non-space character."""
+    is_str(instance, attribute, value)
+    if not value.strip():
+        raise FieldError(f"{_where(instance, attribute)} must not be empty or only white space")
 
 
 def is_id(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -129,6 +174,7 @@ def ids(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     for item in value:
         if type(item) is not str or not item:
             raise FieldError(f"{_where(instance, attribute)} must hold non-empty str ids")
+        is_str(instance, attribute, item)
     if len(set(value)) != len(value):
         raise FieldError(f"{_where(instance, attribute)} holds a repeated id")
 
