@@ -16,7 +16,7 @@ loads only attrs and transitions.
 """
 
 from . import guard, lead, titles
-from ._base import Command, Event, FieldError, State, Step
+from ._base import AwaitingCommand, Command, Event, FieldError, Notice, State, Step
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
 from .errors import ProtocolError, UnexpectedEvent, UnknownId
@@ -27,7 +27,16 @@ from .phases import PhaseGraph
 from .records import *  # noqa: F403
 from .records import __all__ as _records_all
 from .titles import TITLE_GRAPH, TitlePhase, TitleState
-from .turn import TURN_GRAPH, PermissionPolicy, TurnConfig, TurnPhase, TurnState, reduce
+from .turn import (
+    TURN_GRAPH,
+    LeadPermissionPolicy,
+    Outstanding,
+    TurnConfig,
+    TurnPhase,
+    TurnState,
+    outstanding,
+    reduce,
+)
 
 __version__ = "0.1.0"
 
@@ -37,11 +46,14 @@ __all__ = [
     "MAX_PENDING",
     "TITLE_GRAPH",
     "TURN_GRAPH",
+    "AwaitingCommand",
     "Command",
     "Event",
     "FieldError",
+    "LeadPermissionPolicy",
     "LeadQueue",
-    "PermissionPolicy",
+    "Notice",
+    "Outstanding",
     "PhaseGraph",
     "ProtocolError",
     "State",
@@ -56,6 +68,7 @@ __all__ = [
     "__version__",
     "guard",
     "lead",
+    "outstanding",
     "reduce",
     "titles",
     *_commands_all,

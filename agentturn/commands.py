@@ -1,18 +1,38 @@
 """Outputs: everything a reducer asks the host to do, in the order it must be done.
 
-A command describes an effect; the host carries it out with its own I/O and reports completion
-as an event (``Persist`` -> ``Persisted``/``PersistFailed``, ``RequestModelStream`` ->
-``StreamOpened``/``StreamCompleted``/..., ``ExecuteTool`` -> ``ToolFinished`` and so on).
-Commands that only inform (``LeadRefused``, ``KeepDraft``, ``EndTurn``) need no answer.
+Theory of operation
+-------------------
+Commands come in two kinds. An :class:`~agentturn.AwaitingCommand` asks for an effect whose
+completion comes back as an answering event that echoes the command's ``answer_id``:
+
+====================== ========================================= ==============
+command                answered by                               echoes
+====================== ========================================= ==============
+``Persist``            ``Persisted`` / ``PersistFailed``         ``key``
+``RequestModelStream`` ``StreamOpened``, ``StreamCompleted``,    ``request_id``
+                       ``StreamFailed``, ``CompactionFailed``,
+                       ``TokenLimitRejected``
+``AskPermission``      ``PermissionDecided``                     ``call_id``
+``ExecuteTool``        ``ToolFinished``                          ``call_id``
+``SaveLead``           ``LeadSaved`` / ``LeadSaveFailed``        ``lead_id``
+``RequestTitle``       ``TitleGenerated`` / ``TitleFailed``      ``request_id``
+``DecideNaturalStop``  ``NaturalStopDecided``                    ``request_id``
+====================== ========================================= ==============
+
+A :class:`~agentturn.Notice` only informs (``EndTurn``, ``ReturnDraft``, ``LeadUnapplied``) or
+asks for a fire-and-forget effect (``CancelStream``, ``CancelTool``, ``DismissPermission``,
+``SetTitle``); nothing answers it. :data:`TurnCommand` is the union of every command the turn
+family returns, for an exhaustive ``match``.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
 import attrs
 
-from ._base import Command, ids, is_bool, is_id, is_str, one_of, tuple_of
+from ._base import AwaitingCommand, Notice, ids, is_bool, is_id, is_str, one_of, tuple_of
 from .records import (
     ResponseRecord,
     ToolCall,
@@ -26,20 +46,22 @@ __all__ = [
     "AskPermission",
     "CancelStream",
     "CancelTool",
+    "DecideNaturalStop",
     "DismissPermission",
+    "DraftReason",
     "EndTurn",
     "ExecuteTool",
-    "KeepDraft",
     "LeadAccepted",
-    "LeadRefusal",
-    "LeadRefused",
     "LeadUnapplied",
     "Persist",
     "Record",
     "RequestModelStream",
     "RequestTitle",
+    "ReturnDraft",
     "SaveLead",
     "SetTitle",
+    "StaleAnswerIgnored",
+    "TurnCommand",
 ]
 
 Record = UserMessageRecord | ResponseRecord | ToolResultRecord
@@ -50,44 +72,62 @@ _RECORD_TYPES = (UserMessageRecord, ResponseRecord, ToolResultRecord)
 
 
 @attrs.frozen(kw_only=True)
-class Persist(Command):
+class Persist(AwaitingCommand):
     """Durably save ``records`` (in order), then answer ``Persisted(key)`` (TL-5)."""
 
+    answered_by: ClassVar[tuple[str, ...]] = ("Persisted", "PersistFailed")
     key: str = attrs.field(validator=is_id)
     records: tuple[Record, ...] = attrs.field(validator=tuple_of(_RECORD_TYPES))
 
+    @property
+    def answer_id(self) -> str:
+        return self.key
+
 
 @attrs.frozen(kw_only=True)
-class RequestModelStream(Command):
+class RequestModelStream(AwaitingCommand):
     """Run the budgeting step (token estimate, compaction), then open a response stream (TL-2).
 
     Answer ``StreamOpened`` once the stream is returned, or ``CompactionFailed`` /
     ``TokenLimitRejected`` / ``StreamFailed`` when no stream could be opened.
     """
 
+    answered_by: ClassVar[tuple[str, ...]] = (
+        "StreamOpened", "StreamCompleted", "StreamFailed", "CompactionFailed",
+        "TokenLimitRejected")
     request_id: str = attrs.field(validator=is_id)
-    #: Saved Lead instructions this request gives the model, in save order (LD-8, LD-16).
+    #: Saved Lead instructions this request gives the model, in save order (LD-8, LD-16). The
+    #: host marks them applied once the request is made.
     lead_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)
     #: True for the one corrective retry after a malformed tool-call format (TL-6).
     corrective: bool = attrs.field(default=False, validator=is_bool)
 
+    @property
+    def answer_id(self) -> str:
+        return self.request_id
+
 
 @attrs.frozen(kw_only=True)
-class CancelStream(Command):
+class CancelStream(Notice):
     """Stop the response stream ``request_id``; send no further events for it."""
 
     request_id: str = attrs.field(validator=is_id)
 
 
 @attrs.frozen(kw_only=True)
-class AskPermission(Command):
+class AskPermission(AwaitingCommand):
     """Ask the user whether ``call`` may run; answer ``PermissionDecided`` (TL-3)."""
 
+    answered_by: ClassVar[tuple[str, ...]] = ("PermissionDecided",)
     call: ToolCall = attrs.field(validator=one_of(ToolCall))
+
+    @property
+    def answer_id(self) -> str:
+        return self.call.call_id
 
 
 @attrs.frozen(kw_only=True)
-class DismissPermission(Command):
+class DismissPermission(Notice):
     """Close the permission dialog of ``call_id``; its result is recorded as ``recorded_as``."""
 
     call_id: str = attrs.field(validator=is_id)
@@ -95,14 +135,19 @@ class DismissPermission(Command):
 
 
 @attrs.frozen(kw_only=True)
-class ExecuteTool(Command):
+class ExecuteTool(AwaitingCommand):
     """Run ``call`` now; answer ``ToolFinished`` when it ends (TL-4: only one at a time)."""
 
+    answered_by: ClassVar[tuple[str, ...]] = ("ToolFinished",)
     call: ToolCall = attrs.field(validator=one_of(ToolCall))
+
+    @property
+    def answer_id(self) -> str:
+        return self.call.call_id
 
 
 @attrs.frozen(kw_only=True)
-class CancelTool(Command):
+class CancelTool(Notice):
     """The user pressed Stop while ``call_id`` runs: cancel it if it can be cancelled safely,
     then answer ``ToolFinished`` with whatever it produced."""
 
@@ -110,7 +155,26 @@ class CancelTool(Command):
 
 
 @attrs.frozen(kw_only=True)
-class EndTurn(Command):
+class DecideNaturalStop(AwaitingCommand):
+    """The model stopped naturally (``TurnConfig(hold_natural_stops=True)`` only): decide whether
+    the turn ends or continues, and answer ``NaturalStopDecided`` echoing ``request_id``.
+
+    This is where a session applies its stop order (mid-turn messages, queued prompts, Stop
+    hooks, the todo stop guard). ``empty`` is true when the final response had no text.
+    """
+
+    answered_by: ClassVar[tuple[str, ...]] = ("NaturalStopDecided",)
+    turn_id: str = attrs.field(validator=is_id)
+    request_id: str = attrs.field(validator=is_id)
+    empty: bool = attrs.field(validator=is_bool)
+
+    @property
+    def answer_id(self) -> str:
+        return self.request_id
+
+
+@attrs.frozen(kw_only=True)
+class EndTurn(Notice):
     """The turn ``turn_id`` ended; show ``outcome`` to the user. Sent exactly once per end."""
 
     turn_id: str = attrs.field(validator=is_id)
@@ -120,8 +184,8 @@ class EndTurn(Command):
 # --- Lead -------------------------------------------------------------------------------------
 
 
-class LeadRefusal(enum.Enum):
-    """Why a Lead instruction was refused; the draft always goes back with it."""
+class DraftReason(enum.Enum):
+    """Why a Lead draft goes back to the composer; every way a draft comes back has one."""
 
     #: The instruction was typed in another chat than the one running the turn (LD-2).
     NOT_OWNER = "not_owner"
@@ -135,10 +199,14 @@ class LeadRefusal(enum.Enum):
     QUEUE_FULL = "queue_full"
     #: The turn is doing its final lifecycle work (LD-14).
     TURN_ENDING = "turn_ending"
+    #: The host could not save it (LD-7).
+    SAVE_FAILED = "save_failed"
+    #: It was admitted, but the turn ended before its save started (LD-14).
+    TURN_ENDED_BEFORE_SAVE = "turn_ended_before_save"
 
 
 @attrs.frozen(kw_only=True)
-class LeadAccepted(Command):
+class LeadAccepted(Notice):
     """The instruction is admitted: clear its text from the composer, keep the attachments."""
 
     lead_id: str = attrs.field(validator=is_id)
@@ -147,37 +215,36 @@ class LeadAccepted(Command):
 
 
 @attrs.frozen(kw_only=True)
-class LeadRefused(Command):
-    """The instruction was refused; put ``draft`` back in the composer and show ``message``."""
+class ReturnDraft(Notice):
+    """A Lead instruction was refused or not saved: put ``draft`` back in the composer and show
+    ``message``. The one way a draft comes back, whatever the reason (LD-2, LD-5 ... LD-7, LD-14).
+    """
 
     lead_id: str = attrs.field(validator=is_id)
-    reason: LeadRefusal = attrs.field(validator=one_of(LeadRefusal))
+    reason: DraftReason = attrs.field(validator=one_of(DraftReason))
     draft: str = attrs.field(validator=is_str)
     message: str = attrs.field(validator=is_str)
 
 
 @attrs.frozen(kw_only=True)
-class SaveLead(Command):
+class SaveLead(AwaitingCommand):
     """Save the instruction as a user message of the running turn; answer ``LeadSaved`` or
     ``LeadSaveFailed`` (LD-3, LD-4: one save at a time)."""
 
+    answered_by: ClassVar[tuple[str, ...]] = ("LeadSaved", "LeadSaveFailed")
     lead_id: str = attrs.field(validator=is_id)
     record: UserMessageRecord = attrs.field(validator=one_of(UserMessageRecord))
 
-
-@attrs.frozen(kw_only=True)
-class KeepDraft(Command):
-    """An admitted instruction was not saved: put ``draft`` back in the composer (LD-7)."""
-
-    lead_id: str = attrs.field(validator=is_id)
-    draft: str = attrs.field(validator=is_str)
-    message: str = attrs.field(validator=is_str)
+    @property
+    def answer_id(self) -> str:
+        return self.lead_id
 
 
 @attrs.frozen(kw_only=True)
-class LeadUnapplied(Command):
-    """The instruction is saved as a user message but the turn ended before the model saw it;
-    show it as saved and unapplied (LD-13)."""
+class LeadUnapplied(Notice):
+    """The instruction is saved as a user message but its turn ended for good before the model
+    was given it; show it as saved and unapplied (LD-13). This command is the one report of it.
+    """
 
     lead_id: str = attrs.field(validator=is_id)
 
@@ -186,18 +253,50 @@ class LeadUnapplied(Command):
 
 
 @attrs.frozen(kw_only=True)
-class RequestTitle(Command):
-    """Ask the naming model for a title of ``chat_id``; answer ``TitleGenerated``/``TitleFailed``.
+class RequestTitle(AwaitingCommand):
+    """Ask the naming model for a title of ``chat_id``; answer ``TitleGenerated`` or
+    ``TitleFailed`` echoing ``request_id``.
 
     No model request is issued and no tool starts while it runs (TT-3).
     """
 
+    answered_by: ClassVar[tuple[str, ...]] = ("TitleGenerated", "TitleFailed")
     chat_id: str = attrs.field(validator=is_id)
+    request_id: str = attrs.field(validator=is_id)
+
+    @property
+    def answer_id(self) -> str:
+        return self.request_id
 
 
 @attrs.frozen(kw_only=True)
-class SetTitle(Command):
+class SetTitle(Notice):
     """Show ``title`` as the chat's automatic title."""
 
     chat_id: str = attrs.field(validator=is_id)
     title: str = attrs.field(validator=is_id)
+
+
+# --- races ------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class StaleAnswerIgnored(Notice):
+    """An answer arrived for something no longer waiting for it, as real UIs produce by timing
+    alone (a click after the dialog closed, a title after a rename, a stream after Stop). Nothing
+    changed; the host may log it."""
+
+    #: The answering event's class name.
+    event: str = attrs.field(validator=is_id)
+    #: The id it echoed.
+    answer_id: str = attrs.field(validator=is_str)
+    reason: str = attrs.field(validator=is_str)
+
+
+#: Every command the turn family (turn lifecycle, Lead, titles) returns, for an exhaustive match.
+TurnCommand = (
+    Persist | RequestModelStream | AskPermission | ExecuteTool | SaveLead | RequestTitle
+    | DecideNaturalStop
+    | CancelStream | DismissPermission | CancelTool | EndTurn | LeadAccepted | ReturnDraft
+    | LeadUnapplied | SetTitle | StaleAnswerIgnored
+)

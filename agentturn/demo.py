@@ -61,7 +61,7 @@ SCRIPT: tuple[tuple[str, Event], ...] = (
     ("engine", StreamCompleted(request_id="t1/r1", text="I'll read the config module first.",
                                finish_reason="tool_calls", tool_calls=(_READ,))),
     ("storage", Persisted(key="t1/p2")),
-    ("namer", TitleGenerated(title="Rename load_cfg")),
+    ("namer", TitleGenerated(request_id="chat-1/title-1", title="Rename load_cfg")),
     ("tool", ToolFinished(call_id="call-1", output="def load_cfg(path): ...")),
     ("storage", Persisted(key="t1/p3")),
     ("engine", StreamOpened(request_id="t1/r2")),

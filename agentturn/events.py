@@ -3,7 +3,9 @@
 Every event is a frozen, slotted, keyword-only attrs class that validates its fields when it is
 built; a bad field raises :class:`agentturn.FieldError` naming the class and the field, so a
 reducer only ever sees well-formed events. Whether an event is *acceptable now* is the reducer's
-question, answered with a :class:`agentturn.ProtocolError` when it is not.
+question, answered with a :class:`agentturn.ProtocolError` when it is not, or absorbed with a
+``StaleAnswerIgnored`` notice when it is an answer that real timing alone makes late (a permission
+decision after Stop, a title after a rename, a stream event after ``CancelStream``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ._base import Event, FieldError, ids, is_bool, is_id, is_str, one_of, tuple_of
+from ._base import Event, FieldError, ids, is_bool, is_id, is_str, one_of, optional, tuple_of
 from .records import ToolCall
 
 __all__ = [
@@ -21,10 +23,12 @@ __all__ = [
     "ClientDisconnected",
     "CompactionFailed",
     "ContinueTurn",
+    "HaltTurn",
     "LeadSaveFailed",
     "LeadSaved",
     "LeadSubmitted",
     "ManualRename",
+    "NaturalStopDecided",
     "PermissionDecided",
     "PermissionDecision",
     "PersistFailed",
@@ -38,6 +42,7 @@ __all__ = [
     "TitleGenerated",
     "TokenLimitRejected",
     "ToolFinished",
+    "TurnEvent",
 ]
 
 
@@ -64,6 +69,38 @@ class ContinueTurn(Event):
 @attrs.frozen(kw_only=True)
 class StopPressed(Event):
     """The user pressed Stop (TL-8). Pressing it with no turn running changes nothing."""
+
+
+@attrs.frozen(kw_only=True)
+class HaltTurn(Event):
+    """The host's own authority ends the running turn now (a PostToolUse hook's ``shouldStop``,
+    loop or repeated-call protection, a resource limit, an automatic-continuation limit).
+
+    It acts like Stop (the stream is cancelled, a running tool is asked to cancel and its result
+    kept, a pending dialog dismissed), but the outcome is ``HALTED`` with ``reason`` as its
+    message. With no turn running it changes nothing.
+    """
+
+    reason: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True)
+class NaturalStopDecided(Event):
+    """The host's answer to ``DecideNaturalStop``: end the turn, or continue it with one more
+    user-role message (a Stop hook's reason, a guard continuation, or both combined).
+
+    With ``text`` None the turn ends as it would have; otherwise the message is saved as
+    ``message_id`` and the next request includes it. Saved Lead instructions join that request
+    either way (LD-9).
+    """
+
+    request_id: str = attrs.field(validator=is_id)
+    message_id: str | None = attrs.field(default=None, validator=optional(is_id))
+    text: str | None = attrs.field(default=None, validator=optional(is_str))
+
+    def __attrs_post_init__(self) -> None:
+        if (self.message_id is None) != (self.text is None):
+            raise FieldError("NaturalStopDecided.message_id and .text go together")
 
 
 @attrs.frozen(kw_only=True)
@@ -104,7 +141,11 @@ class PermissionDecision(enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class PermissionDecided(Event):
-    """The user (or the host's policy) answered the permission request for ``call_id``."""
+    """The user (or the host's policy) answered the permission request for ``call_id``.
+
+    A decision for a dialog that was already dismissed (Stop, a superseding Lead) or already
+    decided is absorbed with ``StaleAnswerIgnored``; one for a call never asked about is misuse.
+    """
 
     call_id: str = attrs.field(validator=is_id)
     decision: PermissionDecision = attrs.field(validator=one_of(PermissionDecision))
@@ -154,6 +195,8 @@ class StreamFailed(Event):
 
     request_id: str = attrs.field(validator=is_id)
     error: str = attrs.field(validator=is_str)
+    #: True for a network error, False for an error the API returned.
+    network: bool = attrs.field(default=False, validator=is_bool)
 
 
 @attrs.frozen(kw_only=True)
@@ -183,6 +226,12 @@ class ToolFinished(Event):
     output: str = attrs.field(validator=is_str)
     #: True when the tool stopped because the host cancelled it after Stop.
     cancelled: bool = attrs.field(default=False, validator=is_bool)
+    #: True when the tool reported a failure (MCP's ``isError``); the output still goes to the
+    #: model, and the record is still ``EXECUTED``.
+    error: bool = attrs.field(default=False, validator=is_bool)
+    #: The tool's structured result, if it has one (JSON-like; for example the todo-write tool's
+    #: ``{"type": "todo_list", "todos": [...]}``). Not persisted; the session reads it once.
+    structured: Any = attrs.field(default=None, repr=False)
 
 
 # --- storage ----------------------------------------------------------------------------------
@@ -223,13 +272,25 @@ class LeadSaveFailed(Event):
 
 @attrs.frozen(kw_only=True)
 class TitleGenerated(Event):
-    """The naming request returned a title (it may be empty, which counts as a failure)."""
+    """The naming request ``request_id`` returned a title (an empty one counts as a failure)."""
 
+    request_id: str = attrs.field(validator=is_id)
     title: str = attrs.field(validator=is_str)
 
 
 @attrs.frozen(kw_only=True)
 class TitleFailed(Event):
-    """The naming request failed."""
+    """The naming request ``request_id`` failed."""
 
+    request_id: str = attrs.field(validator=is_id)
     reason: str = attrs.field(validator=is_str)
+
+
+#: Every event the turn family (turn lifecycle, Lead, titles) accepts, for an exhaustive match.
+TurnEvent = (
+    PromptSubmitted | ContinueTurn | StopPressed | LeadSubmitted | ManualRename
+    | AutoTitlePreferenceChanged | PermissionDecided | ClientDisconnected | StreamOpened
+    | StreamCompleted | StreamFailed | CompactionFailed | TokenLimitRejected | ToolFinished
+    | Persisted | PersistFailed | LeadSaved | LeadSaveFailed | TitleGenerated | TitleFailed
+    | HaltTurn | NaturalStopDecided
+)

@@ -8,22 +8,31 @@ it reaches a safe boundary. It knows nothing about tools or streams: the turn li
 (:mod:`agentturn.turn`) decides where the boundaries are and calls :func:`take_saved` there. A
 host that has its own turn loop can use this part alone: :func:`open_admission` when a turn
 starts, :func:`reduce` for the three Lead events, :func:`take_saved` at its boundaries,
-:func:`close_admission` before final lifecycle work and :func:`release` when the turn has ended.
+:func:`close_admission` before final lifecycle work and :func:`release` when the turn has ended
+(or :func:`suspend` when it ended with a resumable error), and :func:`is_offered` to show or hide
+the Lead control.
 
 Rules this module keeps:
 
 * Admission (LD-1, LD-2, LD-5, LD-6, LD-14): the owning chat only, an open turn only, text that is
   not blank and at most ``MAX_LEAD_BYTES`` bytes of UTF-8, at most ``MAX_PENDING`` pending. Each
-  refusal is a :class:`~agentturn.LeadRefused` command with a typed reason and the draft; never an
-  exception.
+  refusal is a :class:`~agentturn.ReturnDraft` command with a typed reason and the draft; never an
+  exception. (Text that cannot be encoded as UTF-8 never gets this far: building the event
+  raises ``FieldError``.)
 * Saves are serialized (LD-4): at most one ``SaveLead`` is in flight; the others wait in
-  submission order. A failed save hands the draft back (``KeepDraft``) and leaves the others and
-  their order untouched (LD-7).
+  submission order. A failed save hands the draft back (``ReturnDraft``, ``SAVE_FAILED``) and
+  leaves the others and their order untouched (LD-7).
 * Only acknowledged saves are ever handed to the turn (LD-8), all of them together in save order
   (LD-16).
 * Nothing is lost (LD-13, LD-14): when admission closes, instructions not yet saving go back as
-  drafts; when the turn ends, saved ones that never reached the model are reported with
-  ``LeadUnapplied``.
+  drafts; when the turn ends for good, saved ones that never reached the model are reported with
+  ``LeadUnapplied`` (that command is the one report). A turn that ends with a resumable error
+  keeps its saved instructions (:func:`suspend`): a ``ContinueTurn`` gives them to the model in
+  its next request's ``lead_ids``; a new prompt instead reports them unapplied first.
+* Late answers (LD-4): an acknowledgement for an instruction that is no longer saving (a second
+  ack, an ack after the save was reported failed or after the turn ended) is absorbed with
+  ``StaleAnswerIgnored``; one for an id never admitted here is misuse (``UnknownId``). The queue
+  remembers the last ``MAX_PENDING`` ids that left it, so its size stays bounded.
 * Attachments are never consumed (LD-15): ``LeadAccepted`` lists them as kept.
 """
 
@@ -35,12 +44,12 @@ import attrs
 
 from ._base import Command, State, Step
 from .commands import (
-    KeepDraft,
+    DraftReason,
     LeadAccepted,
-    LeadRefusal,
-    LeadRefused,
     LeadUnapplied,
+    ReturnDraft,
     SaveLead,
+    StaleAnswerIgnored,
 )
 from .errors import UnknownId
 from .events import LeadSaved, LeadSaveFailed, LeadSubmitted
@@ -57,10 +66,13 @@ __all__ = [
     "LeadStatus",
     "close_admission",
     "has_unsaved",
+    "is_offered",
     "open_admission",
     "reduce",
     "release",
     "saved_ids",
+    "saving_id",
+    "suspend",
     "take_saved",
 ]
 
@@ -86,16 +98,13 @@ LEAD_GRAPH: PhaseGraph[Admission] = PhaseGraph(
     Admission,
     Admission.CLOSED,
     [
-        ("LeadSubmitted", Admission, [Admission.CLOSED]),
-        ("LeadSubmitted", [Admission.OPEN], [Admission.OPEN]),
-        ("LeadSubmitted", [Admission.ENDING], [Admission.ENDING]),
-        ("LeadSaved", [Admission.OPEN], [Admission.OPEN]),
-        ("LeadSaved", [Admission.ENDING], [Admission.ENDING]),
-        ("LeadSaveFailed", [Admission.OPEN], [Admission.OPEN]),
-        ("LeadSaveFailed", [Admission.ENDING], [Admission.ENDING]),
+        # every phase takes every Lead event: refusals and late answers change no phase
+        *[(name, [phase], [phase]) for name in ("LeadSubmitted", "LeadSaved", "LeadSaveFailed")
+          for phase in Admission],
         ("open_admission", [Admission.CLOSED, Admission.ENDING], [Admission.OPEN]),
         ("close_admission", [Admission.OPEN], [Admission.ENDING]),
         ("release", [Admission.OPEN, Admission.ENDING], [Admission.CLOSED]),
+        ("suspend", [Admission.OPEN, Admission.ENDING], [Admission.CLOSED]),
     ],
 )
 
@@ -127,6 +136,8 @@ class LeadQueue(State):
     chat_id: str
     admission: Admission = Admission.CLOSED
     entries: tuple[LeadEntry, ...] = ()
+    #: The last ``MAX_PENDING`` lead ids that left the queue, to tell a late answer from misuse.
+    recent: tuple[str, ...] = ()
 
     @classmethod
     def create(cls, chat_id: str) -> LeadQueue:
@@ -134,30 +145,40 @@ class LeadQueue(State):
         return cls(chat_id=chat_id)
 
 
-def _refuse(event: LeadSubmitted, reason: LeadRefusal, message: str) -> LeadRefused:
-    return LeadRefused(lead_id=event.lead_id, reason=reason, draft=event.text, message=message)
+def is_offered(queue: LeadQueue) -> bool:
+    """True while the Lead control may be shown in the chat's composer (LD-1)."""
+    return queue.admission is Admission.OPEN
 
 
-def _admission_refusal(queue: LeadQueue, event: LeadSubmitted) -> LeadRefused | None:
+def _refuse(event: LeadSubmitted, reason: DraftReason, message: str) -> ReturnDraft:
+    return ReturnDraft(lead_id=event.lead_id, reason=reason, draft=event.text, message=message)
+
+
+def _left(queue: LeadQueue, *lead_ids: str) -> tuple[str, ...]:
+    """``queue.recent`` with ``lead_ids`` added, bounded."""
+    return (*queue.recent, *lead_ids)[-MAX_PENDING:]
+
+
+def _admission_refusal(queue: LeadQueue, event: LeadSubmitted) -> ReturnDraft | None:
     """The refusal for ``event``, or ``None`` when it may be admitted. Checked in this order."""
     if event.chat_id != queue.chat_id:
-        return _refuse(event, LeadRefusal.NOT_OWNER,
+        return _refuse(event, DraftReason.NOT_OWNER,
                        "Lead can only steer the chat whose turn is running.")
     if queue.admission is Admission.CLOSED:
-        return _refuse(event, LeadRefusal.NOT_ACTIVE,
+        return _refuse(event, DraftReason.NOT_ACTIVE,
                        "No turn is running in this chat; send the text as a new message.")
     if queue.admission is Admission.ENDING:
-        return _refuse(event, LeadRefusal.TURN_ENDING,
+        return _refuse(event, DraftReason.TURN_ENDING,
                        "The turn is finishing; your text is kept for an ordinary send.")
     if not event.text.strip():
-        return _refuse(event, LeadRefusal.EMPTY, "A Lead instruction needs some text.")
+        return _refuse(event, DraftReason.EMPTY, "A Lead instruction needs some text.")
     size = len(event.text.encode("utf-8"))
     if size > MAX_LEAD_BYTES:
-        return _refuse(event, LeadRefusal.TOO_LONG,
+        return _refuse(event, DraftReason.TOO_LONG,
                        f"A Lead instruction holds at most {MAX_LEAD_BYTES} bytes; "
                        f"this one has {size}.")
     if len(queue.entries) >= MAX_PENDING:
-        return _refuse(event, LeadRefusal.QUEUE_FULL,
+        return _refuse(event, DraftReason.QUEUE_FULL,
                        f"{MAX_PENDING} Lead instructions are already waiting; "
                        "send this one after they are applied.")
     return None
@@ -181,10 +202,16 @@ def _start_next_save(
     return entries, ()
 
 
-def _saving_index(queue: LeadQueue, event: LeadSaved | LeadSaveFailed) -> int:
+def _saving_index(queue: LeadQueue, event: LeadSaved | LeadSaveFailed) -> int | None:
+    """The index of the entry whose save ``event`` answers; ``None`` for a late answer."""
+    saved = False  # already acknowledged: a second answer is late, not misuse
     for index, entry in enumerate(queue.entries):
-        if entry.lead_id == event.lead_id and entry.status is LeadStatus.SAVING:
-            return index
+        if entry.lead_id == event.lead_id:
+            if entry.status is LeadStatus.SAVING:
+                return index
+            saved = entry.status is LeadStatus.SAVED
+    if saved or event.lead_id in queue.recent:
+        return None
     raise UnknownId(part="lead", phase=queue.admission.name, event=event,
                     expected="an acknowledgement of the instruction whose save is in flight")
 
@@ -204,24 +231,30 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
         accepted = LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
         return Step(attrs.evolve(queue, entries=entries), (accepted, *saves))
     index = _saving_index(queue, event)
+    if index is None:
+        return Step(queue, (StaleAnswerIgnored(
+            event=type(event).__name__, answer_id=event.lead_id,
+            reason="this instruction's save is not in flight"),))
     entry = queue.entries[index]
     if isinstance(event, LeadSaved):
         saved = attrs.evolve(entry, status=LeadStatus.SAVED)
         entries, saves = _start_next_save(
             (*queue.entries[:index], saved, *queue.entries[index + 1:]))
         return Step(attrs.evolve(queue, entries=entries), saves)
-    draft = KeepDraft(lead_id=entry.lead_id, draft=entry.text,
-                      message=f"Saving the Lead instruction failed ({event.reason}); "
-                              "the text is back in the composer.")
+    draft = ReturnDraft(lead_id=entry.lead_id, reason=DraftReason.SAVE_FAILED, draft=entry.text,
+                        message=f"Saving the Lead instruction failed ({event.reason}); "
+                                "the text is back in the composer.")
     entries, saves = _start_next_save(queue.entries[:index] + queue.entries[index + 1:])
-    return Step(attrs.evolve(queue, entries=entries), (draft, *saves))
+    return Step(attrs.evolve(queue, entries=entries, recent=_left(queue, entry.lead_id)),
+                (draft, *saves))
 
 
-def _unsaved_draft(entry: LeadEntry) -> KeepDraft:
+def _unsaved_draft(entry: LeadEntry) -> ReturnDraft:
     """The draft of an instruction the turn ended before saving goes back to the composer."""
-    return KeepDraft(lead_id=entry.lead_id, draft=entry.text,
-                     message="The turn ended before this Lead instruction was saved; the text "
-                             "is back in the composer.")
+    return ReturnDraft(lead_id=entry.lead_id, reason=DraftReason.TURN_ENDED_BEFORE_SAVE,
+                       draft=entry.text,
+                       message="The turn ended before this Lead instruction was saved; the "
+                               "text is back in the composer.")
 
 
 def open_admission(queue: LeadQueue) -> LeadQueue:
@@ -245,7 +278,9 @@ def close_admission(queue: LeadQueue) -> Step[LeadQueue]:
             drafts.append(_unsaved_draft(entry))
         else:
             kept.append(entry)
-    return Step(attrs.evolve(queue, admission=Admission.ENDING, entries=tuple(kept)), tuple(drafts))
+    returned = tuple(entry.lead_id for entry in queue.entries if entry not in kept)
+    return Step(attrs.evolve(queue, admission=Admission.ENDING, entries=tuple(kept),
+                             recent=_left(queue, *returned)), tuple(drafts))
 
 
 def has_unsaved(queue: LeadQueue) -> bool:
@@ -258,13 +293,21 @@ def saved_ids(queue: LeadQueue) -> tuple[str, ...]:
     return tuple(entry.lead_id for entry in queue.entries if entry.status is LeadStatus.SAVED)
 
 
+def saving_id(queue: LeadQueue) -> str | None:
+    """The id of the instruction whose ``SaveLead`` is in flight, if any."""
+    for entry in queue.entries:
+        if entry.status is LeadStatus.SAVING:
+            return entry.lead_id
+    return None
+
+
 def take_saved(queue: LeadQueue) -> tuple[LeadQueue, tuple[str, ...]]:
     """At a safe boundary: hand every saved instruction to the model together (LD-9, LD-16)."""
     taken = saved_ids(queue)
     if not taken:
         return queue, ()
     rest = tuple(entry for entry in queue.entries if entry.status is not LeadStatus.SAVED)
-    return attrs.evolve(queue, entries=rest), taken
+    return attrs.evolve(queue, entries=rest, recent=_left(queue, *taken)), taken
 
 
 def release(queue: LeadQueue) -> Step[LeadQueue]:
@@ -279,4 +322,21 @@ def release(queue: LeadQueue) -> Step[LeadQueue]:
             commands.append(LeadUnapplied(lead_id=entry.lead_id))
         else:
             commands.append(_unsaved_draft(entry))
-    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=()), tuple(commands))
+    left = tuple(entry.lead_id for entry in queue.entries)
+    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=(),
+                             recent=_left(queue, *left)), tuple(commands))
+
+
+def suspend(queue: LeadQueue) -> Step[LeadQueue]:
+    """The turn ended with a resumable error (TL-11): close admission, keep what is saved.
+
+    Saved instructions stay pending, unreported: a ``ContinueTurn`` reopens admission and the next
+    request gives them to the model; a new prompt calls :func:`release` first, which reports them
+    unapplied. Like :func:`release`, it is called once no save is in flight.
+    """
+    unsaved = [entry for entry in queue.entries if entry.status is not LeadStatus.SAVED]
+    drafts = tuple(_unsaved_draft(entry) for entry in unsaved)
+    kept = tuple(entry for entry in queue.entries if entry.status is LeadStatus.SAVED)
+    returned = tuple(entry.lead_id for entry in unsaved)
+    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=kept,
+                             recent=_left(queue, *returned)), drafts)

@@ -5,7 +5,9 @@ Theory of operation
 Engines disagree on how they say why a response ended (``stop``, ``end_turn``, ``length``,
 ``max_tokens``, ``MAX_TOKENS``, ``tool_use`` ...). :func:`FinishReason.of` normalizes the raw
 string into a small :class:`FinishKind` and keeps the raw string unchanged beside it (TL-10); a
-string it does not know becomes ``OTHER``, never an error.
+string it does not know becomes ``OTHER``, never an error. Only a response whose reason is known to
+complete normally (``STOP``, ``TOOL_CALLS``) may have its tool calls run: a cut-off, a safety stop
+or an unknown reason may hide a half-written call (TL-9).
 
 Records are what the host persists when it gets a ``Persist`` command: the user's prompt, a model
 response (with its raw finish reason), or one result record per tool call. Every tool call of a
@@ -23,9 +25,11 @@ from types import MappingProxyType
 
 import attrs
 
-from ._base import ids, is_bool, is_id, is_str, one_of, optional, tuple_of
+from ._base import FieldError, is_bool, is_id, is_str, one_of, optional, tuple_of
 
 __all__ = [
+    "COMPLETE_KINDS",
+    "KNOWN_FINISH_REASONS",
     "FinishKind",
     "FinishReason",
     "OutcomeKind",
@@ -53,22 +57,46 @@ class FinishKind(enum.Enum):
     OTHER = "other"
 
 
-_KNOWN_REASONS: Mapping[str, FinishKind] = MappingProxyType({
+#: Finish reasons of the major engines (OpenAI chat and responses, Anthropic, Gemini, Bedrock,
+#: Mistral, Cohere, Ollama, vLLM), lower-cased. A reason missing here is ``OTHER``; a host adds
+#: its engine's reasons with ``TurnConfig(finish_reasons=...)``.
+KNOWN_FINISH_REASONS: Mapping[str, FinishKind] = MappingProxyType({
+    # a normal end of the response
     "stop": FinishKind.STOP,
     "end_turn": FinishKind.STOP,
     "stop_sequence": FinishKind.STOP,
     "eos": FinishKind.STOP,
+    "complete": FinishKind.STOP,
+    "completed": FinishKind.STOP,
+    # a normal end in order to call tools
     "tool_calls": FinishKind.TOOL_CALLS,
     "tool_use": FinishKind.TOOL_CALLS,
+    "tool_call": FinishKind.TOOL_CALLS,
     "function_call": FinishKind.TOOL_CALLS,
+    # cut off by a size limit: the response (and any tool call in it) may be incomplete
     "length": FinishKind.LENGTH,
     "max_tokens": FinishKind.LENGTH,
     "max_output_tokens": FinishKind.LENGTH,
     "model_length": FinishKind.LENGTH,
+    "model_context_window_exceeded": FinishKind.LENGTH,
+    "context_length_exceeded": FinishKind.LENGTH,
+    "incomplete": FinishKind.LENGTH,
+    # withheld or cut for safety or policy
     "content_filter": FinishKind.CONTENT_FILTER,
+    "content_filtered": FinishKind.CONTENT_FILTER,
+    "guardrail_intervened": FinishKind.CONTENT_FILTER,
     "safety": FinishKind.CONTENT_FILTER,
     "refusal": FinishKind.CONTENT_FILTER,
+    "recitation": FinishKind.CONTENT_FILTER,
+    "blocklist": FinishKind.CONTENT_FILTER,
+    "prohibited_content": FinishKind.CONTENT_FILTER,
+    "spii": FinishKind.CONTENT_FILTER,
+    "image_safety": FinishKind.CONTENT_FILTER,
+    "error_toxic": FinishKind.CONTENT_FILTER,
 })
+
+#: The kinds that mean the engine completed the response normally: only their tool calls run.
+COMPLETE_KINDS = frozenset({FinishKind.STOP, FinishKind.TOOL_CALLS})
 
 
 @attrs.frozen(kw_only=True)
@@ -79,11 +107,24 @@ class FinishReason:
     raw: str = attrs.field(validator=is_str)
 
     @classmethod
-    def of(cls, raw: str) -> FinishReason:
-        """Normalize ``raw`` (case-insensitive); an unknown string is kept as ``OTHER``."""
+    def of(cls, raw: str, extra: Mapping[str, FinishKind] | None = None) -> FinishReason:
+        """Normalize ``raw`` (case-insensitive, surrounding space ignored).
+
+        ``extra`` (lower-case keys) is consulted first, so a host can name its engine's reasons;
+        a string neither knows is kept as ``OTHER``, never an error.
+        """
         if type(raw) is not str:
-            raise TypeError(f"FinishReason.raw must be a str, got {type(raw).__name__}")
-        return cls(kind=_KNOWN_REASONS.get(raw.strip().lower(), FinishKind.OTHER), raw=raw)
+            raise FieldError(f"FinishReason.raw must be a str, got {type(raw).__name__}")
+        key = raw.strip().lower()
+        kind = extra.get(key) if extra else None
+        if kind is None:
+            kind = KNOWN_FINISH_REASONS.get(key, FinishKind.OTHER)
+        return cls(kind=kind, raw=raw)
+
+    @property
+    def completes_normally(self) -> bool:
+        """True when the engine ended the response normally, so its tool calls may run (TL-9)."""
+        return self.kind in COMPLETE_KINDS
 
 
 @attrs.frozen(kw_only=True)
@@ -96,6 +137,9 @@ class ToolCall:
     arguments: str = attrs.field(default="", validator=is_str)
     #: Whether the host's policy requires an explicit allow before this call runs (TL-3).
     needs_permission: bool = attrs.field(default=False, validator=is_bool)
+    #: A discovered (MCP or extension) tool rather than a built-in one; such a tool never counts
+    #: as the built-in todo-write tool, whatever its name (SG-A3).
+    discovered: bool = attrs.field(default=False, validator=is_bool)
 
 
 @attrs.frozen(kw_only=True)
@@ -155,6 +199,11 @@ class OutcomeKind(enum.Enum):
     CANCELLED = "cancelled"
     #: The engine cut the response at its output limit; its tool calls were skipped (TL-9).
     OUTPUT_LIMIT = "output_limit"
+    #: The engine withheld or cut the response for safety or policy; its tool calls were skipped.
+    CONTENT_FILTERED = "content_filtered"
+    #: The engine ended the response with a finish reason not known to be a normal completion;
+    #: its tool calls were skipped, and the raw reason says what it was (TL-9, TL-10).
+    UNRECOGNIZED_FINISH = "unrecognized_finish"
     #: An API or network error prevented progress; the turn can be continued (TL-11).
     ERROR = "error"
     #: The prompt was rejected for its size before a stream opened (TL-2).
@@ -165,6 +214,9 @@ class OutcomeKind(enum.Enum):
     MALFORMED_TOOL_FORMAT = "malformed_tool_format"
     #: The host's opt-in action budget was used up (TL-1: there is none by default).
     ACTION_BUDGET = "action_budget"
+    #: The host's own authority ended the turn (``HaltTurn``): a hook, loop protection, a
+    #: resource limit, the automatic-continuation limit. The message says which.
+    HALTED = "halted"
 
 
 @attrs.frozen(kw_only=True)
@@ -182,5 +234,3 @@ class TurnOutcome:
     message: str = attrs.field(validator=is_str)
     #: True when the host may continue this turn with ``ContinueTurn`` (errors, TL-11).
     resumable: bool = attrs.field(default=False, validator=is_bool)
-    #: Lead instructions saved as user messages that never reached the model (LD-13).
-    unapplied_lead_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)

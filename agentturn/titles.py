@@ -20,8 +20,12 @@ Rules this module keeps:
   naming hit a transient error still gets a name, while a broken naming model costs at most a few
   small requests.
 
-Usable alone: a host with its own loop calls :func:`request_if_due` at its own two moments and
-:func:`reduce` for ``TitleGenerated``, ``TitleFailed``, ``ManualRename`` and
+* Each naming request has an id (``<chat id>/title-<n>``) that its answer echoes. An answer for an
+  earlier request of this chat, or one that arrives when none is in flight, is absorbed with a
+  ``StaleAnswerIgnored`` notice and changes nothing; an id this chat never issued is misuse.
+
+Usable alone: create the state with :meth:`TitleState.create`, call :func:`request_if_due` at your
+own two moments and :func:`reduce` for ``TitleGenerated``, ``TitleFailed``, ``ManualRename`` and
 ``AutoTitlePreferenceChanged``.
 """
 
@@ -31,8 +35,9 @@ import enum
 
 import attrs
 
-from ._base import Command, State, Step
-from .commands import RequestTitle, SetTitle
+from ._base import Command, FieldError, State, Step, replacer
+from .commands import RequestTitle, SetTitle, StaleAnswerIgnored
+from .errors import UnknownId
 from .events import AutoTitlePreferenceChanged, ManualRename, TitleFailed, TitleGenerated
 from .phases import PhaseGraph
 
@@ -74,10 +79,16 @@ TITLE_GRAPH: PhaseGraph[TitlePhase] = PhaseGraph(
     TitlePhase.UNNAMED,
     [
         ("request_title", [TitlePhase.UNNAMED], [TitlePhase.NAMING]),
-        ("TitleGenerated", [TitlePhase.NAMING], [TitlePhase.NAMED, TitlePhase.UNNAMED]),
-        ("TitleGenerated", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED]),
-        ("TitleFailed", [TitlePhase.NAMING], [TitlePhase.UNNAMED]),
-        ("TitleFailed", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED]),
+        ("TitleGenerated", [TitlePhase.NAMING], [TitlePhase.NAMED, TitlePhase.UNNAMED,
+                                                 TitlePhase.NAMING]),
+        ("TitleGenerated", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED,
+                                                         TitlePhase.RENAMED_NAMING]),
+        ("TitleFailed", [TitlePhase.NAMING], [TitlePhase.UNNAMED, TitlePhase.NAMING]),
+        ("TitleFailed", [TitlePhase.RENAMED_NAMING], [TitlePhase.RENAMED,
+                                                      TitlePhase.RENAMED_NAMING]),
+        # an answer to an earlier request: absorbed, nothing changes
+        *[(name, [phase], [phase]) for name in ("TitleGenerated", "TitleFailed")
+          for phase in (TitlePhase.UNNAMED, TitlePhase.NAMED, TitlePhase.RENAMED)],
         ("ManualRename", [TitlePhase.UNNAMED, TitlePhase.NAMED, TitlePhase.RENAMED],
          [TitlePhase.RENAMED]),
         ("ManualRename", [TitlePhase.NAMING, TitlePhase.RENAMED_NAMING],
@@ -98,8 +109,9 @@ class TitleTrigger(enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class TitleState(State):
-    """The automatic-title state of one chat (it outlives turns)."""
+    """The automatic-title state of one chat (it outlives turns). Build it with :meth:`create`."""
 
+    chat_id: str
     phase: TitlePhase = TitlePhase.UNNAMED
     #: The user's automatic-title preference (TT-4).
     enabled: bool = True
@@ -109,13 +121,42 @@ class TitleState(State):
     tried_this_turn: bool = False
     #: Failed naming requests after which no more are made in this chat.
     max_attempts: int = 3
+    #: Naming requests made in this chat; the newest request's id is derived from it.
+    requests: int = 0
+
+    @classmethod
+    def create(cls, chat_id: str, *, enabled: bool = True, max_attempts: int = 3) -> TitleState:
+        """The title state of a new chat ``chat_id``; bad arguments raise ``FieldError``."""
+        if type(chat_id) is not str or not chat_id:
+            raise FieldError("TitleState.chat_id must be a non-empty id")
+        if type(enabled) is not bool:
+            raise FieldError("TitleState.enabled must be a bool")
+        if type(max_attempts) is not int or max_attempts < 0:
+            raise FieldError("TitleState.max_attempts must be an int that is zero or more")
+        return cls(chat_id=chat_id, enabled=enabled, max_attempts=max_attempts)
+
+    @property
+    def request_id(self) -> str:
+        """The id of the newest naming request of this chat."""
+        return f"{self.chat_id}/title-{self.requests}"
+
+    def issued(self, request_id: str) -> bool:
+        """True when ``request_id`` names a naming request this chat made."""
+        prefix = f"{self.chat_id}/title-"
+        if not request_id.startswith(prefix):
+            return False
+        number = request_id[len(prefix):]
+        return number.isdigit() and number == str(int(number)) and 1 <= int(number) <= self.requests
+
+
+_replace = replacer(TitleState)
 
 
 def new_turn(state: TitleState) -> TitleState:
     """A new turn begins: it may try naming once more if the chat is still unnamed."""
     if not state.tried_this_turn:
         return state
-    return attrs.evolve(state, tried_this_turn=False)
+    return _replace(state, tried_this_turn=False)
 
 
 def naming_in_flight(state: TitleState) -> bool:
@@ -123,7 +164,7 @@ def naming_in_flight(state: TitleState) -> bool:
     return state.phase in IN_FLIGHT
 
 
-def request_if_due(state: TitleState, chat_id: str, trigger: TitleTrigger) -> Step[TitleState]:
+def request_if_due(state: TitleState, trigger: TitleTrigger) -> Step[TitleState]:
     """At one of the two moments, ask for a title if the chat still needs one.
 
     ``trigger`` documents which moment the caller reached; both are due under the same rule:
@@ -136,32 +177,41 @@ def request_if_due(state: TitleState, chat_id: str, trigger: TitleTrigger) -> St
         or state.failures >= state.max_attempts
     ):
         return Step(state)
-    return Step(
-        attrs.evolve(state, phase=TitlePhase.NAMING, tried_this_turn=True),
-        (RequestTitle(chat_id=chat_id),),
-    )
+    state = _replace(state, phase=TitlePhase.NAMING, tried_this_turn=True,
+                     requests=state.requests + 1)
+    return Step(state, (RequestTitle(chat_id=state.chat_id, request_id=state.request_id),))
 
 
 def reduce(
     state: TitleState,
     event: TitleGenerated | TitleFailed | ManualRename | AutoTitlePreferenceChanged,
-    chat_id: str,
 ) -> Step[TitleState]:
-    """Take a naming result, a manual rename or a preference change."""
+    """Take a naming result, a manual rename or a preference change.
+
+    Raises :class:`~agentturn.UnknownId` (changing nothing) for a naming result whose request id
+    this chat never issued.
+    """
     TITLE_GRAPH.check(state.phase, event)
     if isinstance(event, AutoTitlePreferenceChanged):
-        return Step(attrs.evolve(state, enabled=event.enabled))
+        return Step(_replace(state, enabled=event.enabled))
     if isinstance(event, ManualRename):
         renamed = (TitlePhase.RENAMED_NAMING if state.phase in IN_FLIGHT else TitlePhase.RENAMED)
-        return Step(attrs.evolve(state, phase=renamed))
+        return Step(_replace(state, phase=renamed))
+    if state.phase not in IN_FLIGHT or event.request_id != state.request_id:
+        if not state.issued(event.request_id):
+            raise UnknownId(part="titles", phase=state.phase.name, event=event,
+                            expected="a naming result for a request this chat made")
+        return Step(state, (StaleAnswerIgnored(
+            event=type(event).__name__, answer_id=event.request_id,
+            reason="no longer waiting for this naming request"),))
     if state.phase is TitlePhase.RENAMED_NAMING:
         # TT-5: the rename came first; whatever the naming model said is dropped.
-        return Step(attrs.evolve(state, phase=TitlePhase.RENAMED))
+        return Step(_replace(state, phase=TitlePhase.RENAMED))
     title = event.title.strip() if isinstance(event, TitleGenerated) else ""
     if not title:
-        return Step(attrs.evolve(state, phase=TitlePhase.UNNAMED, failures=state.failures + 1))
+        return Step(_replace(state, phase=TitlePhase.UNNAMED, failures=state.failures + 1))
     if not state.enabled:
         # TT-4: the user turned automatic titles off while the request ran.
-        return Step(attrs.evolve(state, phase=TitlePhase.UNNAMED))
-    commands: tuple[Command, ...] = (SetTitle(chat_id=chat_id, title=title),)
-    return Step(attrs.evolve(state, phase=TitlePhase.NAMED), commands)
+        return Step(_replace(state, phase=TitlePhase.UNNAMED))
+    commands: tuple[Command, ...] = (SetTitle(chat_id=state.chat_id, title=title),)
+    return Step(_replace(state, phase=TitlePhase.NAMED), commands)

@@ -41,11 +41,24 @@ Choices where the documents are silent, written down here:
 * A Lead save still in flight at a boundary is awaited rather than left for a later boundary,
   so the instruction takes effect before any further action, as the user expects.
 * Lead instructions apply at a natural stop too (the turn continues with them), but not after an
-  output limit, an error or Stop: those end the turn and report them as saved and unapplied.
+  output limit or Stop: those end the turn and report them as saved and unapplied
+  (``LeadUnapplied``, the one report). A resumable error keeps them: ``ContinueTurn`` gives them
+  to the model in its next request's ``lead_ids``; a new prompt reports them unapplied first.
+* Only a response whose finish reason is known to complete normally runs its tools (TL-9): an
+  output limit, a safety stop or an unrecognized reason ends the turn with its own outcome, the
+  raw reason kept, and every call recorded as not run. Truncation is checked before the tool-call
+  format: a cut-off response explains its broken call, and a corrective retry cannot help.
 * ``PersistFailed`` ends the turn with a resumable error that keeps the unsaved records;
-  ``ContinueTurn`` writes them again and goes on. During final lifecycle work a failed write
-  cannot be retried: the turn ends with the outcome it had and the message says what failed.
+  ``ContinueTurn`` writes them again and goes on. During final lifecycle work (after Stop, for
+  example) a failed write cannot be retried: the turn ends with the outcome it had, and the
+  records it could not save, with a result for every call still without one, are kept in
+  ``owed`` and written first by the next prompt, so no executed tool output is lost.
 * A whitespace-only final response counts as empty (TL-7).
+
+Late answers are absorbed, not raised: a permission decision for a dialog already dismissed or
+decided, and a stream event for a request cancelled by Stop, give one ``StaleAnswerIgnored``
+notice and change nothing (titles and Lead acknowledgements are absorbed by their parts). An id
+the turn never issued, or a second answer to what is still awaited, stays a ``ProtocolError``.
 """
 
 from __future__ import annotations
@@ -57,17 +70,21 @@ from typing import Any
 import attrs
 
 from . import lead, titles
-from ._base import Command, Step, replacer
+from ._base import AwaitingCommand, Command, Step, replacer
 from .commands import (
     AskPermission,
     CancelStream,
     CancelTool,
+    DecideNaturalStop,
     DismissPermission,
     EndTurn,
     ExecuteTool,
     Persist,
     Record,
     RequestModelStream,
+    RequestTitle,
+    SaveLead,
+    StaleAnswerIgnored,
 )
 from .errors import UnexpectedEvent, UnknownId
 from .events import (
@@ -75,10 +92,12 @@ from .events import (
     ClientDisconnected,
     CompactionFailed,
     ContinueTurn,
+    HaltTurn,
     LeadSaved,
     LeadSaveFailed,
     LeadSubmitted,
     ManualRename,
+    NaturalStopDecided,
     PermissionDecided,
     PermissionDecision,
     Persisted,
@@ -107,14 +126,23 @@ from .titles import TitleTrigger
 from .turn_state import (
     SAVING_PHASES,
     TURN_GRAPH,
+    LeadPermissionPolicy,
     NextStep,
-    PermissionPolicy,
     TurnConfig,
     TurnPhase,
     TurnState,
 )
 
-__all__ = ["TURN_GRAPH", "PermissionPolicy", "TurnConfig", "TurnPhase", "TurnState", "reduce"]
+__all__ = [
+    "TURN_GRAPH",
+    "LeadPermissionPolicy",
+    "Outstanding",
+    "TurnConfig",
+    "TurnPhase",
+    "TurnState",
+    "outstanding",
+    "reduce",
+]
 
 P = TurnPhase
 #: ``attrs.evolve`` for TurnState, at the cost of one constructor call (see ``replacer``).
@@ -132,6 +160,19 @@ _SKIP_REASONS = {
                                "engine's output limit, so this call may be incomplete."),
     OutcomeKind.MALFORMED_TOOL_FORMAT: (ToolResultStatus.SKIPPED,
                                         "Not run: the tool-call format was malformed."),
+    OutcomeKind.CONTENT_FILTERED: (ToolResultStatus.SKIPPED, "Not run: the engine withheld or "
+                                   "cut the response for safety or policy."),
+    OutcomeKind.UNRECOGNIZED_FINISH: (ToolResultStatus.SKIPPED, "Not run: the response did not "
+                                      "end normally, so this call may be incomplete."),
+}
+#: Why a response that did not complete normally ends the turn, by its finish kind (TL-9).
+_CUT_OFF = {
+    FinishKind.LENGTH: (OutcomeKind.OUTPUT_LIMIT, "The response was cut at the engine's output "
+                        "limit"),
+    FinishKind.CONTENT_FILTER: (OutcomeKind.CONTENT_FILTERED, "The engine withheld or cut the "
+                                "response for safety or policy"),
+    FinishKind.OTHER: (OutcomeKind.UNRECOGNIZED_FINISH, "The engine ended the response in a way "
+                       "not known to be a normal completion"),
 }
 _ENDED_OTHERWISE = (ToolResultStatus.SKIPPED, "Not run: the turn ended first.")
 _NOT_CONTINUED = (ToolResultStatus.SKIPPED,
@@ -175,7 +216,7 @@ def _request(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     queue, lead_ids = lead.take_saved(state.lead)
     retry = state.next_step is NextStep.RETRY
     state = _replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
-                     lead=queue, calls=(), next_call=0,
+                     lead=queue, calls=(), next_call=0, stop_decided=False,
                      next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
     out.append(RequestModelStream(request_id=state.request_id, lead_ids=lead_ids,
                                   corrective=retry))
@@ -207,6 +248,11 @@ def _advance(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     finishing = state.next_step is NextStep.FINISH or state.next_step is NextStep.FINISH_EMPTY
     if not leads_ready and state.next_call == len(state.calls) and finishing:
         # The end needs no model: it is not held for a naming request still running.
+        if state.config.hold_natural_stops and not state.stop_decided:
+            # A session applies its stop order here; Lead admission stays open meanwhile.
+            out.append(DecideNaturalStop(turn_id=state.turn_id, request_id=state.request_id,
+                                         empty=state.next_step is NextStep.FINISH_EMPTY))
+            return _replace(state, phase=P.AWAITING_STOP_DECISION, **changes)
         state = _replace(state, **changes) if changes else state
         if state.next_step is NextStep.FINISH:
             return _finalize(state, out, _outcome(state, OutcomeKind.FINISHED,
@@ -241,13 +287,15 @@ def _finalize(state: TurnState, out: _Commands, outcome: TurnOutcome | None = No
         return _persist(state, records, P.ENDING, out)
     if lead.has_unsaved(state.lead):
         return state
-    unapplied = lead.saved_ids(state.lead)
+    if ending.resumable:
+        # TL-11: saved instructions wait for ContinueTurn (or are reported by a new prompt).
+        kept = lead.suspend(state.lead)
+        out.extend(kept.commands)
+        out.append(EndTurn(turn_id=state.turn_id, outcome=ending))
+        return _replace(state, phase=P.IDLE, lead=kept.state, ending=None)
     released = lead.release(state.lead)
     out.extend(released.commands)
-    out.append(EndTurn(turn_id=state.turn_id,
-                       outcome=attrs.evolve(ending, unapplied_lead_ids=unapplied)))
-    if ending.resumable:
-        return _replace(state, phase=P.IDLE, lead=released.state, ending=None)
+    out.append(EndTurn(turn_id=state.turn_id, outcome=ending))
     return _replace(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
                     next_call=0, batch=(), resume_phase=None)
 
@@ -263,14 +311,22 @@ def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> Turn
     # A previous turn that ended with a resumable error and was not continued still owes its
     # unsaved records and a result for each of its unstarted calls: they go first, in the same
     # write as the new prompt, so nothing is lost and every call ends with one record.
-    carried: tuple[Record, ...] = ()
+    # A turn whose final write failed owes its records the same way (``owed``).
+    carried: tuple[Record, ...] = state.owed
     if state.resume_phase is not None:
         carried = state.batch + _results_for_rest(state, *_NOT_CONTINUED)
+    # Instructions saved in a turn that ended with a resumable error are reported now: the
+    # new prompt is not that turn (LD-3, LD-13).
+    queue = state.lead
+    if queue.entries:
+        released = lead.release(queue)
+        out.extend(released.commands)
+        queue = released.state
     state = _replace(
         state, turn_id=event.turn_id, request_seq=0, persist_seq=0, persisting=False, batch=(),
         calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
-        finish_reason=None, ending=None, resume_phase=None,
-        lead=lead.open_admission(state.lead), title=titles.new_turn(state.title))
+        finish_reason=None, ending=None, resume_phase=None, owed=(),
+        lead=lead.open_admission(queue), title=titles.new_turn(state.title))
     prompt = UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (*carried, prompt), P.SAVING_PROMPT, out)
 
@@ -285,38 +341,51 @@ def _on_continue(state: TurnState, event: ContinueTurn, out: _Commands) -> TurnS
     return _advance(state, out)
 
 
-def _check_request(state: TurnState, event: StreamOpened | StreamCompleted | StreamFailed
-                   | CompactionFailed | TokenLimitRejected) -> None:
-    if event.request_id != state.request_id:
-        raise _unknown(state, event, f"an event for request {state.request_id!r}")
+def _is_late(state: TurnState, event: StreamOpened | StreamCompleted | StreamFailed
+             | CompactionFailed | TokenLimitRejected | PermissionDecided, out: _Commands) -> bool:
+    """True (with the notice sent) when ``event`` is a late answer; raise when it is misuse."""
+    why = _late_answer(state, event)
+    if why is None:
+        expected = (f"a decision for call {_current_call_id(state)!r}"
+                    if isinstance(event, PermissionDecided)
+                    else f"an event for request {state.request_id!r}")
+        raise _unknown(state, event, expected)
+    out.append(_absorb(event, why))
+    return True
 
 
 def _on_stream_opened(state: TurnState, event: StreamOpened, out: _Commands) -> TurnState:
-    _check_request(state, event)
+    if event.request_id != state.request_id and _is_late(state, event, out):
+        return state
     return _replace(state, phase=P.STREAMING)
 
 
+def _cut_off(reason: FinishReason, calls: int) -> TurnOutcome:
+    """The outcome of a response that did not complete normally (TL-9), raw reason kept."""
+    kind, sentence = _CUT_OFF[reason.kind]
+    return TurnOutcome(kind=kind, finish_reason=reason,
+                       message=f"{sentence} (finish reason {reason.raw!r})"
+                               + (f"; its {calls} tool call(s) were not run." if calls else "."))
+
+
 def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Commands) -> TurnState:
-    _check_request(state, event)
-    reason = FinishReason.of(event.finish_reason)
+    if event.request_id != state.request_id and _is_late(state, event, out):
+        return state
+    reason = state.config.finish_reason(event.finish_reason)
     response = ResponseRecord(request_id=event.request_id, text=event.text,
                               tool_calls=event.tool_calls, finish_reason=reason,
                               malformed_tool_format=event.malformed_tool_format)
     ending: TurnOutcome | None = None
-    if event.malformed_tool_format:
+    next_step = state.next_step
+    if not reason.completes_normally:
+        # TL-9 before TL-6: truncation explains a broken call; no retry can mend it.
+        ending = _cut_off(reason, len(event.tool_calls))
+    elif event.malformed_tool_format:
         if state.next_step is NextStep.RETRY:
             ending = TurnOutcome(kind=OutcomeKind.MALFORMED_TOOL_FORMAT, finish_reason=reason,
                                  message="The model sent malformed tool calls twice in a row; "
                                          "the turn stopped.")
         next_step = NextStep.RETRY
-    elif reason.kind is FinishKind.LENGTH:
-        count = len(event.tool_calls)
-        ending = TurnOutcome(kind=OutcomeKind.OUTPUT_LIMIT, finish_reason=reason,
-                             message=f"The response was cut at the engine's output limit "
-                                     f"(finish reason {reason.raw!r})"
-                                     + (f"; its {count} tool call(s) were not run." if count
-                                        else "."))
-        next_step = state.next_step
     elif event.tool_calls:
         next_step = NextStep.REQUEST
     else:
@@ -324,7 +393,7 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Command
     state = _persist(state, (response,), P.SAVING_RESPONSE, out, finish_reason=reason,
                      calls=event.tool_calls, next_call=0, next_step=next_step)
     if event.text.strip() and not event.malformed_tool_format:
-        named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.USABLE_RESPONSE)
+        named = titles.request_if_due(state.title, TitleTrigger.USABLE_RESPONSE)
         if named.commands:
             out.extend(named.commands)
             state = _replace(state, title=named.state)
@@ -335,7 +404,8 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Command
 
 def _on_request_failed(state: TurnState, event: StreamFailed | CompactionFailed
                        | TokenLimitRejected, out: _Commands) -> TurnState:
-    _check_request(state, event)
+    if event.request_id != state.request_id and _is_late(state, event, out):
+        return state
     if isinstance(event, StreamFailed):
         state = _replace(state, resume_phase=P.AWAITING_STREAM)
         return _finalize(state, out, _outcome(
@@ -367,7 +437,7 @@ def _on_persisted(state: TurnState, event: Persisted, out: _Commands) -> TurnSta
         return _persist(state, skipped, P.SAVING_RESULTS, out, next_call=len(state.calls))
     if (phase is P.SAVING_RESULTS and state.calls and state.next_call == len(state.calls)
             and state.next_step is not NextStep.RETRY):
-        named = titles.request_if_due(state.title, state.chat_id, TitleTrigger.TOOL_ROUND)
+        named = titles.request_if_due(state.title, TitleTrigger.TOOL_ROUND)
         if named.commands:
             out.extend(named.commands)
             state = _replace(state, title=named.state)
@@ -379,10 +449,14 @@ def _on_persist_failed(state: TurnState, event: PersistFailed, out: _Commands) -
     if state.phase is P.ENDING:
         ending = state.ending
         assert ending is not None
-        note = (f" Saving {len(state.batch)} record(s) failed ({event.reason}); "
-                "they were not saved.")
-        state = _replace(state, persisting=False, batch=(), calls=(), next_call=0,
-                             ending=attrs.evolve(ending, message=ending.message + note))
+        # TL-5: nothing executed is dropped. What this write held, and a result for every call
+        # still without one, is owed: the next prompt writes it before anything else.
+        status, reason = _SKIP_REASONS.get(ending.kind, _ENDED_OTHERWISE)
+        owed = state.owed + state.batch + _results_for_rest(state, status, reason)
+        note = (f" Saving {len(owed)} record(s) failed ({event.reason}); they will be saved "
+                "before the next prompt.")
+        state = _replace(state, persisting=False, batch=(), calls=(), next_call=0, owed=owed,
+                         ending=attrs.evolve(ending, message=ending.message + note))
         return _finalize(state, out)
     state = _replace(state, persisting=False, resume_phase=state.phase)
     return _finalize(state, out, _outcome(
@@ -395,10 +469,33 @@ def _current_call_id(state: TurnState) -> str:
     return state.calls[state.next_call].call_id
 
 
+def _late_answer(state: TurnState, event: object) -> str | None:
+    """Why ``event`` is a late answer to absorb, or ``None`` when it is not one."""
+    if isinstance(event, PermissionDecided):
+        call_id = event.call_id
+        if call_id == state.dismissed_call:
+            return "the permission dialog was already dismissed"
+        decided = state.next_call + 1 if state.tool_in_flight else state.next_call
+        if any(call.call_id == call_id for call in state.calls[:decided]):
+            return "this call was already decided"
+        return None
+    if (isinstance(event, (StreamOpened, StreamCompleted, StreamFailed, CompactionFailed,
+                           TokenLimitRejected))
+            and state.cancelled_request and event.request_id == state.cancelled_request):
+        return "the request was cancelled"
+    return None
+
+
+def _absorb(event: PermissionDecided | StreamOpened | StreamCompleted | StreamFailed
+            | CompactionFailed | TokenLimitRejected, why: str) -> StaleAnswerIgnored:
+    answer_id = event.call_id if isinstance(event, PermissionDecided) else event.request_id
+    return StaleAnswerIgnored(event=type(event).__name__, answer_id=answer_id, reason=why)
+
+
 def _on_permission(state: TurnState, event: PermissionDecided, out: _Commands) -> TurnState:
     call = state.calls[state.next_call]
-    if event.call_id != call.call_id:
-        raise _unknown(state, event, f"a decision for call {_current_call_id(state)!r}")
+    if event.call_id != call.call_id and _is_late(state, event, out):
+        return state
     if event.decision is PermissionDecision.ALLOW:
         out.append(ExecuteTool(call=call))
         return _replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
@@ -429,20 +526,35 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: _Commands) -> 
                     next_call=state.next_call + 1)
 
 
-def _on_stop(state: TurnState, event: StopPressed, out: _Commands) -> TurnState:
+def _on_stop(state: TurnState, event: StopPressed | HaltTurn, out: _Commands) -> TurnState:
     phase = state.phase
     if phase is P.IDLE or phase is P.ENDING:
         return state  # nothing runs, or the turn already ends: a second Stop changes nothing
     if phase is P.AWAITING_STREAM or phase is P.STREAMING:
         out.append(CancelStream(request_id=state.request_id))
+        state = _replace(state, cancelled_request=state.request_id)
     elif phase is P.AWAITING_PERMISSION:
         out.append(DismissPermission(call_id=_current_call_id(state),
                                      recorded_as=ToolResultStatus.CANCELLED))
+        state = _replace(state, dismissed_call=_current_call_id(state))
     elif phase is P.RUNNING_TOOL:
         # TL-8: Stop is the user's explicit cancel; the tool reports what it did (LD-10 is about
         # Lead, which never cancels).
         out.append(CancelTool(call_id=_current_call_id(state)))
+    if isinstance(event, HaltTurn):
+        return _finalize(state, out, _outcome(state, OutcomeKind.HALTED, event.reason))
     return _finalize(state, out, _outcome(state, OutcomeKind.CANCELLED, "Stopped by the user."))
+
+
+def _on_stop_decided(state: TurnState, event: NaturalStopDecided, out: _Commands) -> TurnState:
+    if event.request_id != state.request_id:
+        raise _unknown(state, event, f"the decision for the stop of {state.request_id!r}")
+    if event.text is None or event.message_id is None:
+        return _advance(_replace(state, stop_decided=True), out)
+    # The continuation is a user-role message: saved before any request includes it (TL-5).
+    message = UserMessageRecord(message_id=event.message_id, text=event.text)
+    return _persist(state, (message,), P.SAVING_PROMPT, out, next_step=NextStep.REQUEST,
+                    calls=(), next_call=0)
 
 
 def _on_disconnect(state: TurnState, event: ClientDisconnected, out: _Commands) -> TurnState:
@@ -454,6 +566,8 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
              out: _Commands) -> TurnState:
     step = lead.reduce(state.lead, event)
     out.extend(step.commands)
+    if step.state is state.lead:
+        return state  # a refusal or a late answer: nothing changed
     state = _replace(state, lead=step.state)
     if isinstance(event, LeadSubmitted):
         return state
@@ -463,22 +577,24 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
     if phase is P.ENDING:
         return _finalize(state, out)
     if (phase is P.AWAITING_PERMISSION and isinstance(event, LeadSaved)
-            and state.config.permission_policy is PermissionPolicy.SUPERSEDE):
+            and state.config.lead_permission_policy is LeadPermissionPolicy.SUPERSEDE):
         call_id = _current_call_id(state)
         out.append(DismissPermission(call_id=call_id, recorded_as=ToolResultStatus.SUPERSEDED))
         superseded = ToolResultRecord(call_id=call_id, name=state.calls[state.next_call].name,
                                       status=ToolResultStatus.SUPERSEDED, reason=SUPERSEDED)
         state = _replace(state, next_call=state.next_call + 1)
         rest = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
-        state = _replace(state, next_call=len(state.calls))
-        return _persist(state, (superseded, *rest), P.SAVING_RESULTS, out)
+        return _persist(state, (superseded, *rest), P.SAVING_RESULTS, out,
+                        next_call=len(state.calls), dismissed_call=call_id)
     return state
 
 
 def _on_title(state: TurnState, event: TitleGenerated | TitleFailed | ManualRename
               | AutoTitlePreferenceChanged, out: _Commands) -> TurnState:
-    step = titles.reduce(state.title, event, state.chat_id)
+    step = titles.reduce(state.title, event)
     out.extend(step.commands)
+    if step.state is state.title:
+        return state  # a late answer: nothing changed
     state = _replace(state, title=step.state)
     if state.phase is P.AWAITING_TITLE and not titles.naming_in_flight(state.title):
         return _advance(state, out)
@@ -499,6 +615,8 @@ _HANDLERS: Mapping[type, _Handler] = MappingProxyType({
     PermissionDecided: _on_permission,  # type: ignore[dict-item]
     ToolFinished: _on_tool_finished,  # type: ignore[dict-item]
     StopPressed: _on_stop,  # type: ignore[dict-item]
+    HaltTurn: _on_stop,  # type: ignore[dict-item]
+    NaturalStopDecided: _on_stop_decided,  # type: ignore[dict-item]
     ClientDisconnected: _on_disconnect,  # type: ignore[dict-item]
     LeadSubmitted: _on_lead,  # type: ignore[dict-item]
     LeadSaved: _on_lead,  # type: ignore[dict-item]
@@ -532,7 +650,42 @@ def reduce(state: TurnState, event: object) -> Step[TurnState]:
         if type(event) not in _HANDLERS:
             raise UnexpectedEvent(part="turn", phase=state.phase.name, event=event,
                                   expected="an agentturn event")
+        why = _late_answer(state, event)
+        if why is not None:
+            return Step(state, (_absorb(event, why),))  # type: ignore[arg-type]
         TURN_GRAPH.check(state.phase, event)  # raises, naming what the phase accepts
     out: _Commands = []
     new_state = handler(state, event, out)  # type: ignore[misc]
     return Step(new_state, tuple(out))
+
+
+@attrs.frozen(kw_only=True)
+class Outstanding:
+    """One awaiting command the host has not answered yet: its class and the id to echo."""
+
+    command: type[AwaitingCommand]
+    answer_id: str
+
+
+def outstanding(state: TurnState) -> tuple[Outstanding, ...]:
+    """Every awaiting command this chat is still waiting on, oldest kind first.
+
+    A host can show it, time it out, or check after a restart that it answered everything.
+    """
+    found: list[Outstanding] = []
+    if state.persisting:
+        found.append(Outstanding(command=Persist, answer_id=state.persist_key))
+    if state.phase is P.AWAITING_STREAM or state.phase is P.STREAMING:
+        found.append(Outstanding(command=RequestModelStream, answer_id=state.request_id))
+    if state.phase is P.AWAITING_PERMISSION:
+        found.append(Outstanding(command=AskPermission, answer_id=_current_call_id(state)))
+    if state.tool_in_flight:
+        found.append(Outstanding(command=ExecuteTool, answer_id=_current_call_id(state)))
+    saving = lead.saving_id(state.lead)
+    if saving is not None:
+        found.append(Outstanding(command=SaveLead, answer_id=saving))
+    if titles.naming_in_flight(state.title):
+        found.append(Outstanding(command=RequestTitle, answer_id=state.title.request_id))
+    if state.phase is P.AWAITING_STOP_DECISION:
+        found.append(Outstanding(command=DecideNaturalStop, answer_id=state.request_id))
+    return tuple(found)

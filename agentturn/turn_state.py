@@ -15,22 +15,23 @@ size does not depend on how many rounds the turn has run (TL-1).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from ._base import FieldError, State, is_bool, non_negative, one_of, optional
 from .commands import Record
-from .lead import LeadQueue
+from .lead import Admission, LeadQueue
 from .phases import PhaseGraph
-from .records import FinishReason, ToolCall, TurnOutcome
+from .records import FinishKind, FinishReason, ToolCall, TurnOutcome
 from .titles import TitleState
 
 __all__ = [
     "SAVING_PHASES",
     "TURN_GRAPH",
+    "LeadPermissionPolicy",
     "NextStep",
-    "PermissionPolicy",
     "TurnConfig",
     "TurnPhase",
     "TurnState",
@@ -60,6 +61,9 @@ class TurnPhase(enum.Enum):
     AWAITING_TITLE = "awaiting_title"
     #: At a boundary, a Lead save is in flight; it is awaited before any further action.
     AWAITING_LEAD_SAVES = "awaiting_lead_saves"
+    #: The model stopped naturally and the host decides whether the turn ends or continues
+    #: (``hold_natural_stops`` only); Lead admission stays open.
+    AWAITING_STOP_DECISION = "awaiting_stop_decision"
     #: Final lifecycle work: Lead admission is closed, outstanding work is drained (LD-14).
     ENDING = "ending"
 
@@ -74,7 +78,7 @@ _SAVING = list(SAVING_PHASES)
 _FINAL = [P.ENDING, P.IDLE]
 #: Where :func:`_advance` may leave the turn.
 _NEXT = [P.AWAITING_TITLE, P.AWAITING_LEAD_SAVES, P.SAVING_RESULTS, P.AWAITING_STREAM,
-         P.AWAITING_PERMISSION, P.RUNNING_TOOL, *_FINAL]
+         P.AWAITING_PERMISSION, P.RUNNING_TOOL, P.AWAITING_STOP_DECISION, *_FINAL]
 
 TURN_GRAPH: PhaseGraph[TurnPhase] = PhaseGraph(
     "turn",
@@ -100,12 +104,18 @@ TURN_GRAPH: PhaseGraph[TurnPhase] = PhaseGraph(
         ("StopPressed", [P.ENDING], [P.ENDING]),
         ("StopPressed", [*_SAVING, P.AWAITING_PERMISSION, P.RUNNING_TOOL], [P.ENDING]),
         ("StopPressed", [P.AWAITING_STREAM, P.STREAMING, P.AWAITING_TITLE,
-                         P.AWAITING_LEAD_SAVES], _FINAL),
+                         P.AWAITING_LEAD_SAVES, P.AWAITING_STOP_DECISION], _FINAL),
+        ("HaltTurn", [P.IDLE], [P.IDLE]),
+        ("HaltTurn", [P.ENDING], [P.ENDING]),
+        ("HaltTurn", [*_SAVING, P.AWAITING_PERMISSION, P.RUNNING_TOOL], [P.ENDING]),
+        ("HaltTurn", [P.AWAITING_STREAM, P.STREAMING, P.AWAITING_TITLE,
+                      P.AWAITING_LEAD_SAVES, P.AWAITING_STOP_DECISION], _FINAL),
+        ("NaturalStopDecided", [P.AWAITING_STOP_DECISION], [P.SAVING_PROMPT, *_NEXT]),
         *[("ClientDisconnected", [phase], [phase]) for phase in _EVERY],
         *[("LeadSubmitted", [phase], [phase]) for phase in _EVERY],
         *[(name, [phase], [phase])
           for name in ("LeadSaved", "LeadSaveFailed")
-          for phase in _ACTIVE if phase is not P.AWAITING_LEAD_SAVES],
+          for phase in _EVERY if phase is not P.AWAITING_LEAD_SAVES],
         ("LeadSaved", [P.AWAITING_PERMISSION], [P.SAVING_RESULTS]),
         *[(name, [P.AWAITING_LEAD_SAVES], [P.AWAITING_LEAD_SAVES, *_NEXT])
           for name in ("LeadSaved", "LeadSaveFailed")],
@@ -119,8 +129,8 @@ TURN_GRAPH: PhaseGraph[TurnPhase] = PhaseGraph(
 )
 
 
-class PermissionPolicy(enum.Enum):
-    """What a saved Lead instruction does to a permission request that is still open."""
+class LeadPermissionPolicy(enum.Enum):
+    """What a saved Lead instruction does to a permission dialog that is still open."""
 
     #: ADR-0067, the default: the request stays open; Lead waits for the decision and, if the
     #: call is allowed, for the call itself, then applies (LD-11).
@@ -136,19 +146,50 @@ def _positive_or_none(instance: Any, attribute: Any, value: Any) -> None:
         raise FieldError(f"TurnConfig.{attribute.name} must be at least 1 (or None for no limit)")
 
 
+def _finish_table(value: Any) -> tuple[tuple[str, FinishKind], ...]:
+    """``TurnConfig.finish_reasons``: a mapping of raw reasons to kinds, kept as sorted pairs
+    (so the configuration stays hashable) with lower-cased, stripped keys."""
+    if isinstance(value, tuple):
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise FieldError(
+            f"TurnConfig.finish_reasons must be a mapping, got {type(value).__name__}")
+    pairs: dict[str, FinishKind] = {}
+    for raw, kind in value.items():
+        if type(raw) is not str or not raw.strip():
+            raise FieldError("TurnConfig.finish_reasons keys must be non-empty str")
+        if not isinstance(kind, FinishKind):
+            raise FieldError(f"TurnConfig.finish_reasons[{raw!r}] must be a FinishKind, "
+                             f"got {type(kind).__name__}")
+        pairs[raw.strip().lower()] = kind
+    return tuple(sorted(pairs.items()))
+
+
 @attrs.frozen(kw_only=True)
 class TurnConfig:
     """How a host wants its turns run. Every default is the documented behaviour."""
 
-    permission_policy: PermissionPolicy = attrs.field(
-        default=PermissionPolicy.KEEP_OPEN, validator=one_of(PermissionPolicy))
+    lead_permission_policy: LeadPermissionPolicy = attrs.field(
+        default=LeadPermissionPolicy.KEEP_OPEN, validator=one_of(LeadPermissionPolicy))
     #: Opt-in action budget: the most model requests in one turn. ``None`` (the default) means
     #: none: a turn runs until the model finishes, an error stops it, or the user does (TL-1).
     max_requests: int | None = attrs.field(default=None, validator=_positive_or_none)
+    #: Ask the host at each natural stop (``DecideNaturalStop``) instead of ending at once: a
+    #: session sets this to apply its stop order. Off by default: the turn just ends.
+    hold_natural_stops: bool = attrs.field(default=False, validator=is_bool)
     #: The user's automatic-title preference when the chat is created (TT-4).
     auto_title: bool = attrs.field(default=True, validator=is_bool)
     #: Failed naming requests after which a chat is no longer named automatically (TT-6).
     max_title_attempts: int = attrs.field(default=3, validator=non_negative)
+    #: The host's engine's finish reasons, beyond ``KNOWN_FINISH_REASONS`` (which they override):
+    #: for example ``{"done": FinishKind.STOP, "truncated": FinishKind.LENGTH}``. Only a reason
+    #: known to complete normally lets a response's tool calls run (TL-9).
+    finish_reasons: tuple[tuple[str, FinishKind], ...] = attrs.field(
+        default=(), converter=_finish_table)
+
+    def finish_reason(self, raw: str) -> FinishReason:
+        """Normalize an engine's raw finish reason with this configuration."""
+        return FinishReason.of(raw, dict(self.finish_reasons) if self.finish_reasons else None)
 
 
 class NextStep(enum.Enum):
@@ -188,6 +229,14 @@ class TurnState(State):
     ending: TurnOutcome | None = None
     #: After a resumable error: the phase ``ContinueTurn`` resumes in (TL-11).
     resume_phase: TurnPhase | None = None
+    #: Records an ended turn could not save; the next prompt writes them first (TL-5).
+    owed: tuple[Record, ...] = ()
+    #: The call whose permission dialog was last dismissed: a late decision for it is absorbed.
+    dismissed_call: str = ""
+    #: The request last cancelled with ``CancelStream``: late stream events for it are absorbed.
+    cancelled_request: str = ""
+    #: The host already decided this natural stop (``NaturalStopDecided``): end, do not ask again.
+    stop_decided: bool = False
     lead: LeadQueue
     title: TitleState
 
@@ -203,7 +252,8 @@ class TurnState(State):
             chat_id=chat_id,
             config=config,
             lead=LeadQueue.create(chat_id),
-            title=TitleState(enabled=config.auto_title, max_attempts=config.max_title_attempts),
+            title=TitleState.create(chat_id, enabled=config.auto_title,
+                                    max_attempts=config.max_title_attempts),
         )
 
     @property
@@ -215,3 +265,8 @@ class TurnState(State):
     def persist_key(self) -> str:
         """The key of the current (or last) write of this turn."""
         return f"{self.turn_id}/p{self.persist_seq}"
+
+    @property
+    def lead_offered(self) -> bool:
+        """True while the Lead control may be shown beside Stop (LD-1)."""
+        return self.lead.admission is Admission.OPEN

@@ -16,11 +16,17 @@ import pathlib
 import sys
 import tempfile
 from collections import deque
+from typing import NoReturn
 
 import agentturn as at
 
 FIRST_VERSION = "def add(a, b):\n    return a + b\n"
 SECOND_VERSION = 'def add(a, b):\n    """Return a + b."""\n    return a + b\n'
+
+
+def assert_never(value: NoReturn) -> NoReturn:
+    """Unreachable when the match above is exhaustive; mypy checks that it is."""
+    raise AssertionError(f"unhandled command: {value!r}")
 
 
 def scripted_model(request: at.RequestModelStream) -> at.StreamCompleted:
@@ -64,27 +70,42 @@ class Host:
                 self.carry_out(command)
 
     def carry_out(self, command: at.Command) -> None:
-        if isinstance(command, at.Persist):
-            for record in command.records:
-                self.transcript.append(type(record).__name__)
-            self.queue.append(at.Persisted(key=command.key))
-        elif isinstance(command, at.RequestModelStream):
-            self.queue.append(at.StreamOpened(request_id=command.request_id))
-            self.queue.append(scripted_model(command))
-        elif isinstance(command, at.AskPermission):
-            self.queue.append(at.PermissionDecided(call_id=command.call.call_id,
-                                                   decision=at.PermissionDecision.ALLOW))
-        elif isinstance(command, at.ExecuteTool):
-            self.queue.append(self.execute(command.call))
-        elif isinstance(command, at.SaveLead):
-            self.transcript.append(f"user: {command.record.text}")
-            self.queue.append(at.LeadSaved(lead_id=command.lead_id))
-        elif isinstance(command, at.RequestTitle):
-            self.queue.append(at.TitleGenerated(title="Write calc.py"))
-        elif isinstance(command, at.SetTitle):
-            self.title = command.title
-        elif isinstance(command, at.EndTurn):
-            self.outcome = command.outcome
+        # An exhaustive match: mypy reports a command this host forgot (``assert_never``).
+        assert isinstance(command, at.TurnCommand)
+        match command:
+            case at.Persist():
+                for record in command.records:
+                    self.transcript.append(type(record).__name__)
+                self.queue.append(at.Persisted(key=command.key))
+            case at.RequestModelStream():
+                self.queue.append(at.StreamOpened(request_id=command.request_id))
+                self.queue.append(scripted_model(command))
+            case at.AskPermission():
+                self.queue.append(at.PermissionDecided(call_id=command.call.call_id,
+                                                       decision=at.PermissionDecision.ALLOW))
+            case at.ExecuteTool():
+                self.queue.append(self.execute(command.call))
+            case at.SaveLead():
+                self.transcript.append(f"user: {command.record.text}")
+                self.queue.append(at.LeadSaved(lead_id=command.lead_id))
+            case at.RequestTitle():
+                self.queue.append(at.TitleGenerated(request_id=command.request_id,
+                                                    title="Write calc.py"))
+            case at.DecideNaturalStop():  # only with TurnConfig(hold_natural_stops=True)
+                self.queue.append(at.NaturalStopDecided(request_id=command.request_id))
+            case at.SetTitle():
+                self.title = command.title
+            case at.EndTurn():
+                self.outcome = command.outcome
+            case at.ReturnDraft():
+                self.transcript.append(f"draft back ({command.reason.value}): {command.draft}")
+            case at.LeadUnapplied():
+                self.transcript.append(f"saved, unapplied: {command.lead_id}")
+            case (at.LeadAccepted() | at.CancelStream() | at.CancelTool()
+                  | at.DismissPermission() | at.StaleAnswerIgnored()):
+                pass  # nothing to do in this scripted host: no UI, nothing cancellable
+            case _:
+                assert_never(command)
 
     def execute(self, call: at.ToolCall) -> at.ToolFinished:
         if call.name == "write_file":

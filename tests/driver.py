@@ -57,6 +57,18 @@ class Driver(Recorder):
         self.ack()
         self.open()
 
+    def named(self, title: str) -> tuple[at.Command, ...]:
+        """Answer the newest ``RequestTitle`` with ``title``."""
+        request = self.last(at.RequestTitle)
+        assert isinstance(request, at.RequestTitle)
+        return self.send(at.TitleGenerated(request_id=request.request_id, title=title))
+
+    def naming_failed(self, reason: str = "offline") -> tuple[at.Command, ...]:
+        """Answer the newest ``RequestTitle`` with a failure."""
+        request = self.last(at.RequestTitle)
+        assert isinstance(request, at.RequestTitle)
+        return self.send(at.TitleFailed(request_id=request.request_id, reason=reason))
+
     def open(self) -> tuple[at.Command, ...]:
         """Open the stream of the newest ``RequestModelStream``."""
         request = self.last(at.RequestModelStream)

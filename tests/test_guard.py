@@ -31,7 +31,15 @@ class Guard(Recorder):
         return self.send(g.OrdinaryPromptStarted(turn_id=turn_id))
 
     def write(self, *statuses: str, **fields: Any) -> tuple[at.Command, ...]:
+        """A todo-write call starts and reports its result (trusted unless ``fields`` say not)."""
         self.calls += 1
+        call_id = fields.setdefault("call_id", f"todo-{self.calls}")
+        turn_id = fields.setdefault("turn_id", self.turn)
+        started = self.send(g.TodoWriteStarted(call_id=call_id, turn_id=turn_id))
+        return started + self.report(*statuses, **fields)
+
+    def report(self, *statuses: str, **fields: Any) -> tuple[at.Command, ...]:
+        """A todo-write result alone, with no start (a duplicate or re-reported result)."""
         event = dict(call_id=f"todo-{self.calls}", turn_id=self.turn, envelope=todos(*statuses),
                      succeeded=True)
         event.update(fields)
@@ -96,13 +104,90 @@ def test_forced_off_in_safe_bare_and_plan_mode(config: g.GuardConfig) -> None:
 
 
 @pytest.mark.req("SG-C3")
-def test_switching_into_plan_mode_turns_it_off_and_out_turns_it_back_on() -> None:
-    """req: SG-C3 — off while in Plan, on again after leaving it."""
+def test_a_session_created_in_plan_mode_starts_in_plan() -> None:
+    """req: SG-C3 — an enabled guard created in Approval plan mode starts in the PLAN phase."""
+    config = g.GuardConfig(todo_stop_guard=True, daemon=True, approval_mode=g.ApprovalMode.PLAN)
+    assert g.GuardState.create(config).phase is g.GuardPhase.PLAN
+
+
+@pytest.mark.req("SG-C3", "SG-A12", "SG-A13")
+def test_plan_mode_is_a_chain_boundary_and_leaving_it_does_not_restore_the_chain() -> None:
+    """req: SG-C3, SG-A12, SG-A13 — into Plan clears trust; out of Plan the guard waits in
+    NO_CHAIN, and only a new prompt plus a trusted arm continues again."""
     guard = armed()
+    guard.continue_once()
     guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN))
     assert not continues(guard.stop())
-    guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.DEFAULT))
-    assert continues(guard.stop())
+    assert guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.DEFAULT)) == ()
+    assert guard.state.phase is g.GuardPhase.NO_CHAIN
+    assert not continues(guard.stop())
+    guard.prompt("t2")
+    assert not continues(guard.stop())
+    guard.write("pending")
+    (command,) = guard.stop()
+    assert isinstance(command, g.ContinueWithGuardPrompt) and command.attempt == 1
+
+
+def _in_chain_phase(phase: g.GuardPhase) -> Guard:
+    """A guard armed in t1 and then moved into ``phase`` by real events."""
+    guard = armed()
+    moves: dict[g.GuardPhase, list[at.Event]] = {
+        g.GuardPhase.NO_CHAIN: [g.TrustCleared(kind=g.TrustClearingKind.REWIND)],
+        g.GuardPhase.ACTIVE: [],
+        g.GuardPhase.CONTINUING: [g.NaturalStop(hook_reason="lint")],
+        g.GuardPhase.PAUSED: [g.RequestErrored(kind=g.ErrorKind.API)],
+        g.GuardPhase.SUSPENDED: [g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        g.GuardPhase.AWAITING_PROMPT: [g.NaturalStop(queued_prompt=True)],
+    }
+    guard.send(*moves[phase])
+    assert guard.state.phase is phase
+    return guard
+
+
+CHAIN_PHASES = [p for p in g.GuardPhase if p.name not in ("OFF", "PLAN")]
+
+
+@pytest.mark.req("SG-C3", "SG-A12")
+@pytest.mark.parametrize("phase", CHAIN_PHASES, ids=lambda p: p.name)
+def test_entering_plan_mode_from_any_chain_phase_clears_trust(phase: g.GuardPhase) -> None:
+    """req: SG-C3, SG-A12 — PLAN, unarmed, no attempts, nothing pending, no loop, no live turn."""
+    guard = _in_chain_phase(phase)
+    guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN))
+    state = guard.state
+    assert state.phase is g.GuardPhase.PLAN
+    assert (state.armed, state.unfinished, state.attempts, state.pending_attempt) == (
+        False, 0, 0, 0)
+    assert (state.loop, state.live_turn, state.open_call) == (g.LoopOwner.NONE, "", "")
+    assert not g.holds_automatic_turns(state)
+
+
+@pytest.mark.req("SG-C3")
+def test_in_plan_mode_nothing_arms_starts_sends_or_decides() -> None:
+    """req: SG-C3 — a prompt or automatic turn starts no chain, a todo write does not arm, tool
+    results of the guard's own loop get no guard-sponsored send, and a stop decides nothing."""
+    guard = armed()
+    guard.continue_once()  # the guard's tool loop is open
+    guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN))
+    assert guard.send(g.ToolResultsReady()) == ()
+    assert guard.prompt("t2") == ()
+    assert guard.send(g.AutomaticTurnStarted(turn_id="cron", kind=g.AutomaticTurnKind.CRON,
+                                             related=False)) == ()
+    assert guard.write("pending") == () and not guard.state.armed
+    assert g.decide(guard.state, g.NaturalStop()) == g.GuardDecision(
+        decision=g.Decision.NONE, reason=g.DecisionReason.PLAN_MODE)
+    assert guard.stop() == ()
+    assert guard.state.phase is g.GuardPhase.PLAN
+
+
+@pytest.mark.req("SG-A13")
+def test_a_change_between_non_plan_modes_changes_nothing_even_mid_continuation() -> None:
+    """req: SG-A13 — DEFAULT to YOLO to AUTO_EDIT while a continuation is pending: same state."""
+    guard = armed()
+    guard.stop()
+    before = guard.state
+    assert guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.YOLO),
+                      g.ApprovalModeChanged(mode=g.ApprovalMode.AUTO_EDIT)) == ()
+    assert guard.state == before
 
 
 @pytest.mark.req("SG-C4")
@@ -199,9 +284,12 @@ def test_only_the_observation_before_post_tool_use_hooks_is_trusted() -> None:
 ], ids=["arguments", "replayed-history", "disk-state", "sub-agent", "failed-call",
         "not-top-level", "shadowing-discovered-tool"])
 def test_untrusted_todo_sources_never_arm(event: at.Event) -> None:
-    """req: SG-A3 — each untrusted source is a distinct input and changes nothing."""
+    """req: SG-A3 — each untrusted source is a distinct input and never arms, even a result
+    that answers the open todo-write call."""
     guard = Guard()
     guard.prompt()
+    if isinstance(event, g.TodoWriteResult):
+        guard.send(g.TodoWriteStarted(call_id="c", turn_id="t1"))
     before = guard.state
     assert guard.send(event) == ()
     assert guard.state.armed is False and guard.state.unfinished == before.unfinished
@@ -209,13 +297,55 @@ def test_untrusted_todo_sources_never_arm(event: at.Event) -> None:
 
 
 @pytest.mark.req("SG-A3")
-def test_a_duplicate_todo_write_call_is_not_trusted() -> None:
-    """req: SG-A3 — a second result with the same call id (a replayed duplicate) is ignored."""
+def test_a_duplicate_todo_write_result_is_not_trusted() -> None:
+    """req: SG-A3 — a second result with the same call id (a replayed duplicate) changes
+    nothing: the first closed the call."""
     guard = Guard()
     guard.prompt()
     guard.write("pending", "pending", call_id="same")
-    guard.write("completed", "completed", call_id="same")
-    assert guard.state.armed and guard.state.unfinished == 2
+    before = guard.state
+    assert guard.report("completed", "completed", call_id="same") == ()
+    assert guard.state == before and guard.state.unfinished == 2
+
+
+@pytest.mark.req("SG-A3")
+def test_a_failed_call_re_reported_as_successful_never_arms() -> None:
+    """req: SG-A3 — a failed result closes the open call, so the same call id reported again
+    as successful finds nothing open and does not arm."""
+    guard = Guard()
+    guard.prompt()
+    guard.write("pending", call_id="c1", succeeded=False)
+    assert guard.report("pending", call_id="c1", succeeded=True) == ()
+    assert not guard.state.armed
+    assert not continues(guard.stop())
+
+
+@pytest.mark.req("SG-A3")
+def test_a_duplicate_is_refused_however_many_writes_came_between() -> None:
+    """req: SG-A3 — a duplicate of the first call after 40 other trusted writes is still
+    refused, with bounded state (one open call id, no memory of old ones)."""
+    guard = Guard()
+    guard.prompt()
+    guard.write("pending", call_id="first")
+    for _ in range(40):
+        guard.write("pending", "pending")
+    guard.report("completed", call_id="first")
+    assert guard.state.unfinished == 2
+    assert not hasattr(guard.state, "seen_calls") and not hasattr(g, "SEEN_CALLS_KEPT")
+
+
+@pytest.mark.req("SG-A3")
+def test_a_result_for_a_call_that_never_started_is_not_trusted() -> None:
+    """req: SG-A3 — without TodoWriteStarted there is no open call to answer; nor does a result
+    answer a call other than the open one."""
+    guard = Guard()
+    guard.prompt()
+    guard.report("pending", call_id="never-started")
+    guard.send(g.TodoWriteStarted(call_id="open", turn_id="t1"))
+    guard.report("pending", call_id="another")
+    assert not guard.state.armed
+    guard.report("pending", call_id="open")
+    assert guard.state.armed
 
 
 @pytest.mark.req("SG-A4")
@@ -256,7 +386,7 @@ def test_disarming_does_not_cut_a_tool_loop_opened_by_a_committed_guard_stream()
 def test_a_new_ordinary_prompt_starts_an_unarmed_chain() -> None:
     """req: SG-A7 — a new prompt resets the baseline (StartWorkChain) and inherits nothing."""
     guard = armed()
-    assert guard.prompt("t2") == (g.StartWorkChain(chain=2),)
+    assert guard.prompt("t2") == (g.StartWorkChain(chain=2), g.ReleaseAutomaticQueues())
     assert not guard.state.armed and guard.state.attempts == 0
     assert not continues(guard.stop())
 
@@ -305,6 +435,104 @@ def test_cron_and_notification_turns_can_establish_their_own_chain() -> None:
     assert guard.state.attempts == 1 and guard.state.armed
     (command,) = guard.stop()
     assert isinstance(command, g.ContinueWithGuardPrompt) and command.attempt == 2
+
+
+def automatic(turn_id: str = "auto", related: bool = True,
+              kind: g.AutomaticTurnKind = g.AutomaticTurnKind.NOTIFICATION
+              ) -> g.AutomaticTurnStarted:
+    return g.AutomaticTurnStarted(turn_id=turn_id, kind=kind, related=related)
+
+
+@pytest.mark.req("SG-A10", "SG-B2")
+def test_a_related_automatic_turn_during_a_pending_continuation_keeps_the_budget() -> None:
+    """req: SG-A10, SG-B2 — in CONTINUING a related turn keeps the chain and its committed
+    attempt (no new chain); the pending, uncommitted attempt is dropped, so the next is 2."""
+    guard = armed()
+    guard.continue_once()
+    guard.stop()
+    assert guard.state.phase is g.GuardPhase.CONTINUING
+    assert guard.send(automatic("note-1")) == ()
+    assert guard.state.phase is g.GuardPhase.ACTIVE and guard.state.chain == 1
+    assert guard.state.attempts == 1 and guard.state.armed
+    (command,) = guard.stop()
+    assert isinstance(command, g.ContinueWithGuardPrompt) and command.attempt == 2
+
+
+@pytest.mark.req("SG-A10", "SG-A11", "SG-B2")
+@pytest.mark.parametrize("phase", [g.GuardPhase.ACTIVE, g.GuardPhase.PAUSED],
+                         ids=lambda p: p.name)
+def test_a_related_automatic_turn_keeps_an_active_or_paused_chain(phase: g.GuardPhase) -> None:
+    """req: SG-A10, SG-A11, SG-B2 — same chain, same attempts, a pause is cleared, and the
+    automatic turn's own todo writes are the live ones."""
+    guard = armed()
+    guard.continue_once()
+    if phase is g.GuardPhase.PAUSED:
+        guard.send(g.RequestErrored(kind=g.ErrorKind.NETWORK))
+    assert guard.send(automatic("note-1")) == ()
+    assert guard.state.phase is g.GuardPhase.ACTIVE
+    assert (guard.state.chain, guard.state.attempts) == (1, 1)
+    guard.write("pending", "pending", "pending", turn_id="note-1")
+    assert guard.state.unfinished == 3
+
+
+@pytest.mark.req("SG-A10")
+def test_a_related_automatic_turn_with_no_chain_starts_one() -> None:
+    """req: SG-A10 — with no chain to relate to, it starts its own unarmed chain."""
+    guard = Guard()
+    assert guard.send(automatic("note-1")) == (g.StartWorkChain(chain=1),)
+    assert guard.state.phase is g.GuardPhase.ACTIVE and not guard.state.armed
+
+
+@pytest.mark.req("SG-A11", "SG-S1")
+def test_a_related_automatic_turn_never_revives_a_suspended_chain() -> None:
+    """req: SG-A11, SG-S1 — suspended: no new chain, nothing held, state unchanged."""
+    guard = armed()
+    guard.send(g.HardStop(kind=g.HardStopKind.USER_CANCELLED))
+    before = guard.state
+    assert guard.send(automatic("note-1")) == ()
+    assert guard.state == before
+
+
+@pytest.mark.req("SO-2", "SO-3", "BG-5")
+@pytest.mark.parametrize("related", [True, False], ids=["related", "unrelated"])
+def test_an_automatic_turn_waits_behind_a_queued_prompt(related: bool) -> None:
+    """req: SO-2, SO-3, BG-5 — while AWAITING_PROMPT any automatic turn is deferred and the old
+    chain is not revived; aborting the last queued prompt releases the queues once."""
+    guard = armed()
+    guard.stop(queued_prompt=True)
+    before = guard.state
+    assert guard.send(automatic("cron-1", related=related, kind=g.AutomaticTurnKind.CRON)) == (
+        g.DeferAutomaticTurn(turn_id="cron-1", kind=g.AutomaticTurnKind.CRON),)
+    assert guard.state == before
+    assert guard.send(g.QueuedPromptAborted(last=True)) == (g.ReleaseAutomaticQueues(),)
+    assert guard.state.phase is g.GuardPhase.NO_CHAIN and not guard.state.armed
+
+
+@pytest.mark.req("BG-5")
+def test_an_unrelated_automatic_turn_waits_until_the_chain_can_no_longer_resume() -> None:
+    """req: BG-5 — armed: deferred, state unchanged; once the list completes (disarmed) the
+    queues are released, and the same turn then starts an independent unarmed chain."""
+    guard = armed()
+    before = guard.state
+    cron = automatic("cron-1", related=False, kind=g.AutomaticTurnKind.CRON)
+    assert guard.send(cron) == (
+        g.DeferAutomaticTurn(turn_id="cron-1", kind=g.AutomaticTurnKind.CRON),)
+    assert guard.state == before
+    assert guard.write("completed", "completed") == (g.ReleaseAutomaticQueues(),)
+    assert guard.send(cron) == (g.StartWorkChain(chain=2),)
+    assert not guard.state.armed
+
+
+@pytest.mark.req("SG-A15", "BG-5")
+def test_automatic_turns_wait_for_an_invalidated_foreground_turn_to_settle() -> None:
+    """req: SG-A15, BG-5 — between the rewind and t1 settling, an automatic turn is deferred;
+    afterwards it starts its own chain."""
+    guard = armed()
+    guard.send(g.TrustCleared(kind=g.TrustClearingKind.REWIND, invalidated_turn_id="t1"))
+    assert g.holds_automatic_turns(guard.state)
+    assert isinstance(guard.send(automatic("n", related=False))[0], g.DeferAutomaticTurn)
+    guard.send(g.ForegroundPromptSettled(turn_id="t1", errored=True))
+    assert guard.send(automatic("n", related=False)) == (g.StartWorkChain(chain=2),)
 
 
 @pytest.mark.req("SG-A11")
@@ -361,6 +589,21 @@ def test_late_results_of_an_invalidated_turn_cannot_rearm() -> None:
     assert not guard.state.armed
     guard.write("pending")
     assert guard.state.armed
+
+
+@pytest.mark.req("SG-A14")
+def test_a_retry_naming_the_invalidated_turn_starts_a_fresh_chain_it_cannot_arm() -> None:
+    """req: SG-A14, SG-A8 — after a rewind invalidates t1, RetryOrContinue(t1) starts a fresh
+    chain, and t1's todo writes (start and result) never arm it; a retry with a new id can."""
+    guard = Guard()
+    guard.prompt("t1")
+    guard.send(g.TrustCleared(kind=g.TrustClearingKind.REWIND, invalidated_turn_id="t1"))
+    assert guard.send(g.RetryOrContinue(turn_id="t1")) == (g.StartWorkChain(chain=2),)
+    guard.write("pending", turn_id="t1")
+    assert not guard.state.armed and not continues(guard.stop())
+    guard.send(g.RetryOrContinue(turn_id="t1-retry"))
+    guard.write("pending", turn_id="t1-retry")
+    assert guard.state.armed and continues(guard.stop())
 
 
 @pytest.mark.req("SG-A15")
@@ -459,7 +702,8 @@ def test_tool_calls_of_the_second_stream_run_but_no_third_stream_opens() -> None
     commands = guard.send(g.ToolResultsReady())
     assert isinstance(commands[0], g.KeepToolResults)
     assert not any(isinstance(c, g.SendToolResults) for c in commands)
-    assert [type(c) for c in commands] == [g.KeepToolResults, g.ReportGuardExhausted]
+    assert [type(c) for c in commands] == [g.KeepToolResults, g.ReportGuardExhausted,
+                                           g.ReleaseAutomaticQueues]
 
 
 @pytest.mark.req("SG-B6")
@@ -511,9 +755,180 @@ def test_a_compaction_failure_suspends_but_a_coalesced_hook_may_continue() -> No
     guard = armed()
     guard.stop(hook_reason="lint")
     commands = guard.send(g.GuardStreamNotOpened(reason=g.NotOpenedReason.COMPACTION_FAILED))
-    assert commands == (g.HookMayContinue(reason="lint"),)
+    assert commands == (g.HookMayContinue(reason="lint"), g.ReleaseAutomaticQueues())
     assert guard.state.phase is g.GuardPhase.SUSPENDED
     assert not continues(guard.stop())
+
+
+@pytest.mark.req("SG-B9")
+@pytest.mark.parametrize("reason", ["", "   ", "\n\t"], ids=["empty", "spaces", "white"])
+def test_a_blank_stop_hook_reason_is_refused_when_built(reason: str) -> None:
+    """req: SG-B9 — a blank hook_reason would coalesce a hook whose reason could never be
+    continued later, so NaturalStop refuses it with a FieldError naming the field."""
+    with pytest.raises(at.FieldError, match=r"NaturalStop\.hook_reason"):
+        g.NaturalStop(hook_reason=reason)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: g.OrdinaryPromptStarted(turn_id="t\ud800"),
+    lambda: g.TodoWriteStarted(call_id="\udfff", turn_id="t1"),
+    lambda: g.NaturalStop(hook_reason="lint \ud83d failed"),
+], ids=["turn_id", "call_id", "hook_reason"])
+def test_a_lone_surrogate_in_a_guard_event_is_refused_when_built(build: Any) -> None:
+    """A str field holding a lone surrogate cannot be sent by any host: FieldError at once."""
+    with pytest.raises(at.FieldError, match="lone surrogate"):
+        build()
+
+
+# --- decisions, holding and releasing automatic turns ----------------------------------------
+
+
+@pytest.mark.req("SO-1", "SO-2", "SO-7", "SG-A5")
+@pytest.mark.parametrize(("setup", "stop", "decision", "reason"), [
+    ("none", {}, "NONE", "NO_CHAIN"),
+    ("prompt", {}, "NONE", "NOT_ARMED"),
+    ("done", {}, "NONE", "NOTHING_UNFINISHED"),
+    ("armed", {"mid_turn_messages": True, "queued_prompt": True},
+     "USER_CONTINUATION", "MID_TURN_MESSAGES"),
+    ("armed", {"queued_prompt": True}, "AWAIT_QUEUED_PROMPT",
+     "QUEUED_PROMPT"),
+    ("armed", {"relevant_background": True}, "DEFER_FOR_BACKGROUND",
+     "RELEVANT_BACKGROUND"),
+    ("armed", {}, "CONTINUE", "UNFINISHED_TODOS"),
+    ("used-up", {}, "EXHAUSTED", "ATTEMPTS_USED_UP"),
+    ("paused", {}, "NONE", "PAUSED"),
+    ("suspended", {}, "NONE", "SUSPENDED"),
+    ("plan", {}, "NONE", "PLAN_MODE"),
+    ("off", {}, "NONE", "GUARD_OFF"),
+])
+def test_decide_gives_a_typed_decision_and_reason(
+        setup: str, stop: dict[str, Any], decision: str, reason: str) -> None:
+    """req: SO-1, SO-2, SO-7, SG-A5 — each stop situation maps to one Decision and one
+    DecisionReason, in the design's stop order."""
+    guard = Guard(g.GuardConfig() if setup == "off" else ON)
+    if setup != "none":
+        guard.prompt()
+    if setup in ("armed", "used-up", "paused", "suspended", "plan", "done"):
+        guard.write("pending")
+    if setup == "done":
+        guard.write("completed")
+    if setup == "used-up":
+        guard.continue_once()
+        guard.continue_once()
+    extra = {"paused": g.RequestErrored(kind=g.ErrorKind.API),
+             "suspended": g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT),
+             "plan": g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)}.get(setup)
+    if extra is not None:
+        guard.send(extra)
+    verdict = g.decide(guard.state, g.NaturalStop(**stop))
+    assert (verdict.decision, verdict.reason) == (g.Decision[decision], g.DecisionReason[reason])
+    assert (verdict.attempt > 0) is (decision == "CONTINUE")
+
+
+@pytest.mark.req("SO-7", "BG-2", "BG-7")
+def test_relevant_background_defers_the_guard_but_the_chain_still_holds() -> None:
+    """req: SO-7, BG-2, BG-7 — the stop stands (no command) and nothing is released: the chain
+    can resume once the background input arrives."""
+    guard = armed()
+    assert guard.stop(relevant_background=True) == ()
+    assert g.holds_automatic_turns(guard.state)
+    guard.send(g.BackgroundResult(related=True))
+    assert continues(guard.stop())
+
+
+@pytest.mark.req("BG-5", "BG-7", "SG-A15")
+@pytest.mark.parametrize(("script", "holds"), [
+    ("off", False), ("plan", False), ("no-chain", False), ("unarmed", False),
+    ("armed", True), ("continuing", True), ("paused-armed", True), ("suspended", False),
+    ("awaiting", True), ("disarmed-in-guard-loop", True), ("invalidated-unsettled", True),
+    ("invalidated-settled", False),
+])
+def test_holds_automatic_turns_while_the_chain_can_resume(script: str, holds: bool) -> None:
+    """req: BG-5, BG-7, SG-A15 — true while the chain can still resume, a FIFO prompt has
+    priority, a guard loop is open or an invalidated turn has not settled; false otherwise."""
+    guard = Guard(g.GuardConfig() if script == "off" else ON)
+    steps: dict[str, list[Any]] = {
+        "off": [], "no-chain": [], "unarmed": ["prompt"],
+        "plan": ["prompt", "write", g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)],
+        "armed": ["prompt", "write"],
+        "continuing": ["prompt", "write", g.NaturalStop()],
+        "paused-armed": ["prompt", "write", g.RequestErrored(kind=g.ErrorKind.API)],
+        "suspended": ["prompt", "write", g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        "awaiting": ["prompt", "write", g.NaturalStop(queued_prompt=True)],
+        "disarmed-in-guard-loop": ["prompt", "write", g.NaturalStop(), g.GuardStreamOpened(),
+                                   "complete"],
+        "invalidated-unsettled": ["prompt", g.TrustCleared(
+            kind=g.TrustClearingKind.REWIND, invalidated_turn_id="t1")],
+        "invalidated-settled": ["prompt", g.TrustCleared(
+            kind=g.TrustClearingKind.REWIND, invalidated_turn_id="t1"),
+            g.ForegroundPromptSettled(turn_id="t1")],
+    }
+    for step in steps[script]:
+        if step == "prompt":
+            guard.prompt()
+        elif step == "write":
+            guard.write("pending")
+        elif step == "complete":
+            guard.write("completed")
+        else:
+            guard.send(step)
+    assert g.holds_automatic_turns(guard.state) is holds
+
+
+@pytest.mark.req("SG-A15", "SO-4", "BG-5")
+@pytest.mark.parametrize("end", [
+    "exhaustion", "hard-stop", "compaction-failure", "trust-cleared", "invalidated-settles",
+    "last-queued-aborted", "disarmed", "plan-mode"])
+def test_every_end_of_the_hold_releases_the_queues_exactly_once(end: str) -> None:
+    """req: SG-A15, SO-4, BG-5 — whatever ends the guard's hold on automatic turns emits one
+    ReleaseAutomaticQueues, in that step, and nothing releases again afterwards."""
+    guard = armed()
+    before: list[at.Event] = {
+        "exhaustion": [g.NaturalStop(), g.GuardStreamOpened(), g.NaturalStop(),
+                       g.GuardStreamOpened()],
+        "compaction-failure": [g.NaturalStop(hook_reason="lint")],
+        "invalidated-settles": [g.TrustCleared(kind=g.TrustClearingKind.REWIND,
+                                               invalidated_turn_id="t1")],
+        "last-queued-aborted": [g.NaturalStop(queued_prompt=True),
+                                g.QueuedPromptAborted(last=False)],
+    }.get(end, [])
+    assert g.ReleaseAutomaticQueues() not in guard.send(*before)
+    assert g.holds_automatic_turns(guard.state)
+    ending: dict[str, Any] = {
+        "exhaustion": lambda: guard.stop(),
+        "hard-stop": lambda: guard.send(g.HardStop(kind=g.HardStopKind.STOP_HOOK_CAP)),
+        "compaction-failure": lambda: guard.send(
+            g.GuardStreamNotOpened(reason=g.NotOpenedReason.COMPACTION_FAILED)),
+        "trust-cleared": lambda: guard.send(g.TrustCleared(kind=g.TrustClearingKind.FORK)),
+        "invalidated-settles": lambda: guard.send(g.ForegroundPromptSettled(turn_id="t1")),
+        "last-queued-aborted": lambda: guard.send(g.QueuedPromptAborted(last=True)),
+        "disarmed": lambda: guard.write("completed"),
+        "plan-mode": lambda: guard.send(g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)),
+    }
+    commands = ending[end]()
+    assert commands.count(g.ReleaseAutomaticQueues()) == 1
+    assert commands[-1] == g.ReleaseAutomaticQueues()
+    assert not g.holds_automatic_turns(guard.state)
+    guard.stop()
+    guard.send(g.ForegroundPromptSettled(turn_id="t1"), g.QueuedPromptAborted(last=True))
+    assert guard.of(g.ReleaseAutomaticQueues) == [g.ReleaseAutomaticQueues()]
+
+
+@pytest.mark.req("SG-B3", "SG-B4")
+def test_the_two_stream_commands_await_answers_and_the_rest_are_notices() -> None:
+    """req: SG-B3, SG-B4 — ContinueWithGuardPrompt and SendToolResults are awaiting commands
+    answered by the stream events (no id: at most one is outstanding); the rest are notices."""
+    for kind in (g.ContinueWithGuardPrompt, g.SendToolResults):
+        assert issubclass(kind, at.AwaitingCommand)
+        assert {"GuardStreamOpened", "GuardStreamNotOpened", "RequestErrored",
+                "HardStop"} <= set(kind.answered_by)
+        assert set(kind.answered_by) <= set(g.__all__)
+    assert "OrdinaryStreamOpened" in g.SendToolResults.answered_by
+    assert g.ContinueWithGuardPrompt(attempt=1, unfinished=1, text="x").answer_id is None
+    for kind in (g.StartWorkChain, g.KeepToolResults, g.EmitAgentMessageChunk,
+                 g.ReportGuardExhausted, g.HookMayContinue, g.ReleaseAutomaticQueues,
+                 g.DeferAutomaticTurn):
+        assert issubclass(kind, at.Notice) and not issubclass(kind, at.AwaitingCommand)
 
 
 # --- suspension and authority -----------------------------------------------------------------
@@ -571,7 +986,7 @@ def test_the_guard_never_overrides_the_authorities(kind: g.HardStopKind) -> None
         guard.send(g.GuardStreamOpened())  # the pending continuation is gone
     vocabulary = {g.StartWorkChain, g.ContinueWithGuardPrompt, g.SendToolResults,
                   g.KeepToolResults, g.EmitAgentMessageChunk, g.ReportGuardExhausted,
-                  g.HookMayContinue, g.ReleaseAutomaticQueues}
+                  g.HookMayContinue, g.ReleaseAutomaticQueues, g.DeferAutomaticTurn}
     assert {type(c) for c in guard.commands} <= vocabulary
 
 
@@ -641,8 +1056,8 @@ def test_todo_text_never_appears_in_guard_output() -> None:
     secret = "migrate the billing ledger to v7"
     guard = Guard()
     guard.prompt()
-    guard.send(g.TodoWriteResult(call_id="c", turn_id="t1", succeeded=True, envelope={
-        "type": "todo_list", "todos": [{"id": "a", "content": secret, "status": "pending"}]}))
+    guard.write(envelope={
+        "type": "todo_list", "todos": [{"id": "a", "content": secret, "status": "pending"}]})
     guard.continue_once()
     guard.continue_once()
     guard.stop()

@@ -7,7 +7,6 @@ from driver import Driver, call, no_titles
 
 import agentturn as at
 from agentturn import lead
-from agentturn.commands import LeadRefusal
 from agentturn.records import OutcomeKind, ToolResultStatus
 
 
@@ -17,9 +16,9 @@ def submit(driver: Driver, lead_id: str, text: str = "use tabs", chat_id: str = 
                                         attachment_ids=attachments))
 
 
-def refusal(commands: tuple[at.Command, ...]) -> at.LeadRefused:
+def refusal(commands: tuple[at.Command, ...]) -> at.ReturnDraft:
     (refused,) = commands
-    assert isinstance(refused, at.LeadRefused)
+    assert isinstance(refused, at.ReturnDraft)
     return refused
 
 
@@ -37,7 +36,7 @@ def test_lead_is_refused_when_no_turn_is_active() -> None:
     """req: LD-1 — with no turn running, a Lead is refused NOT_ACTIVE and the draft comes back."""
     driver = Driver(no_titles())
     refused = refusal(submit(driver, "l1", "hello"))
-    assert refused.reason is LeadRefusal.NOT_ACTIVE and refused.draft == "hello"
+    assert refused.reason is at.DraftReason.NOT_ACTIVE and refused.draft == "hello"
 
 
 @pytest.mark.req("LD-1")
@@ -53,7 +52,7 @@ def test_only_the_owning_chat_accepts_lead() -> None:
     driver = Driver(no_titles())
     busy_with_a_write(driver)
     refused = refusal(submit(driver, "l1", "stop", chat_id="other-chat"))
-    assert refused.reason is LeadRefusal.NOT_OWNER and refused.draft == "stop"
+    assert refused.reason is at.DraftReason.NOT_OWNER and refused.draft == "stop"
     assert "chat whose turn is running" in refused.message
 
 
@@ -99,9 +98,9 @@ def test_at_most_eight_pending_instructions() -> None:
     for number in range(at.MAX_PENDING):
         assert isinstance(submit(driver, f"l{number}", f"note {number}")[0], at.LeadAccepted)
     refused = refusal(submit(driver, "l9", "ninth"))
-    assert refused.reason is LeadRefusal.QUEUE_FULL and refused.draft == "ninth"
+    assert refused.reason is at.DraftReason.QUEUE_FULL and refused.draft == "ninth"
     driver.send(at.LeadSaved(lead_id="l0"))  # saved but unapplied still counts as pending
-    assert refusal(submit(driver, "l10", "tenth")).reason is LeadRefusal.QUEUE_FULL
+    assert refusal(submit(driver, "l10", "tenth")).reason is at.DraftReason.QUEUE_FULL
 
 
 @pytest.mark.req("LD-6")
@@ -114,7 +113,7 @@ def test_size_limit_is_32768_bytes_of_utf8() -> None:
     assert isinstance(submit(driver, "ok", exactly)[0], at.LeadAccepted)
     over = "é" * 16_384 + "x"
     refused = refusal(submit(driver, "big", over))
-    assert refused.reason is LeadRefusal.TOO_LONG and refused.draft == over
+    assert refused.reason is at.DraftReason.TOO_LONG and refused.draft == over
     assert "32768 bytes" in refused.message and "32769" in refused.message
 
 
@@ -125,7 +124,7 @@ def test_empty_or_whitespace_lead_is_refused(text: str) -> None:
     driver = Driver(no_titles())
     busy_with_a_write(driver)
     refused = refusal(submit(driver, "l1", text))
-    assert refused.reason is LeadRefusal.EMPTY and refused.draft == text
+    assert refused.reason is at.DraftReason.EMPTY and refused.draft == text
 
 
 @pytest.mark.req("LD-7")
@@ -138,8 +137,8 @@ def test_a_failed_save_keeps_the_draft_and_leaves_the_others_in_order() -> None:
         submit(driver, lead_id, f"text {lead_id}")
     driver.send(at.LeadSaved(lead_id="l1"))
     commands = driver.send(at.LeadSaveFailed(lead_id="l2", reason="database locked"))
-    assert commands[0] == at.KeepDraft(
-        lead_id="l2", draft="text l2",
+    assert commands[0] == at.ReturnDraft(
+        lead_id="l2", reason=at.DraftReason.SAVE_FAILED, draft="text l2",
         message="Saving the Lead instruction failed (database locked); the text is back in "
                 "the composer.")
     assert commands[1] == at.SaveLead(
@@ -163,7 +162,8 @@ def test_no_request_includes_an_unacknowledged_save() -> None:
     assert driver.state.phase is at.TurnPhase.AWAITING_LEAD_SAVES
     assert not [r for r in driver.of(at.RequestModelStream) if r.lead_ids]  # type: ignore[attr-defined]
     commands = driver.send(at.LeadSaveFailed(lead_id="l1", reason="io"))
-    assert isinstance(commands[0], at.KeepDraft)
+    assert isinstance(commands[0], at.ReturnDraft)
+    assert commands[0].reason is at.DraftReason.SAVE_FAILED
     # nothing saved: the turn goes on as if no Lead had come (the next call runs)
     assert commands[1] == at.ExecuteTool(call=call("r2", "run_tests"))
 
@@ -228,7 +228,7 @@ def wait_for_permission(driver: Driver) -> None:
 def test_by_default_a_pending_permission_stays_open_and_lead_waits_for_the_action() -> None:
     """req: LD-11 — KEEP_OPEN (the default): the dialog stays; on ALLOW the write runs, then
     the rest is skipped and the Lead applies."""
-    assert at.TurnConfig().permission_policy is at.PermissionPolicy.KEEP_OPEN
+    assert at.TurnConfig().lead_permission_policy is at.LeadPermissionPolicy.KEEP_OPEN
     driver = Driver(no_titles())
     wait_for_permission(driver)
     commands = submit(driver, "l1", "also add a test") + driver.send(at.LeadSaved(lead_id="l1"))
@@ -260,7 +260,7 @@ def test_keep_open_then_deny_still_applies_the_lead() -> None:
 def test_supersede_policy_dismisses_the_dialog_and_records_superseded_not_denied() -> None:
     """req: LD-12 — SUPERSEDE: once the Lead is saved the dialog is dismissed, the call is
     recorded SUPERSEDED (not DENIED), the rest skipped, and the Lead applies at once."""
-    driver = Driver(at.TurnConfig(permission_policy=at.PermissionPolicy.SUPERSEDE,
+    driver = Driver(at.TurnConfig(lead_permission_policy=at.LeadPermissionPolicy.SUPERSEDE,
                                   auto_title=False))
     wait_for_permission(driver)
     assert submit(driver, "l1", "do it differently")[-1].__class__ is at.SaveLead
@@ -272,8 +272,12 @@ def test_supersede_policy_dismisses_the_dialog_and_records_superseded_not_denied
     assert [(r.call_id, r.status) for r in persist.records] == [  # type: ignore[union-attr]
         ("w1", ToolResultStatus.SUPERSEDED), ("r2", ToolResultStatus.SKIPPED)]
     assert driver.ack() == (at.RequestModelStream(request_id="t1/r2", lead_ids=("l1",)),)
-    with pytest.raises(at.UnexpectedEvent):
-        driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW))
+    # the user clicks Allow on the dialog that was just dismissed: absorbed, never run
+    before = driver.state
+    late = driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW))
+    assert late == (at.StaleAnswerIgnored(event="PermissionDecided", answer_id="w1",
+                                          reason="the permission dialog was already dismissed"),)
+    assert driver.state is before
 
 
 @pytest.mark.req("LD-13")
@@ -294,7 +298,7 @@ def test_stop_reports_saved_unapplied_instructions_and_starts_nothing() -> None:
     end = commands[2]
     assert isinstance(end, at.EndTurn)
     assert end.outcome.kind is OutcomeKind.CANCELLED
-    assert end.outcome.unapplied_lead_ids == ("l1", "l2")
+    assert len(driver.of(at.LeadUnapplied)) == 2  # reported once each, by the command only
     assert len(driver.of(at.RequestModelStream)) == 1
     assert driver.state.phase is at.TurnPhase.IDLE
 
@@ -308,11 +312,12 @@ def test_admission_closes_before_final_lifecycle_work() -> None:
     submit(driver, "l1", "saving")
     submit(driver, "l2", "queued")
     commands = driver.send(at.StopPressed())
-    assert at.KeepDraft(lead_id="l2", draft="queued",
-                        message="The turn ended before this Lead instruction was saved; the text "
-                                "is back in the composer.") in commands
+    assert at.ReturnDraft(lead_id="l2", reason=at.DraftReason.TURN_ENDED_BEFORE_SAVE,
+                          draft="queued",
+                          message="The turn ended before this Lead instruction was saved; the "
+                                  "text is back in the composer.") in commands
     refused = refusal(submit(driver, "l3", "too late"))
-    assert refused.reason is LeadRefusal.TURN_ENDING and refused.draft == "too late"
+    assert refused.reason is at.DraftReason.TURN_ENDING and refused.draft == "too late"
 
 
 @pytest.mark.req("LD-14")
@@ -363,3 +368,73 @@ def test_a_repeated_lead_id_is_host_misuse() -> None:
     queue = lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="a")).state
     with pytest.raises(at.ProtocolError):
         lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="b"))
+
+
+# --- regressions found by review (issue 8) ----------------------------------------------------
+
+
+@pytest.mark.req("LD-3", "LD-13", "TL-11")
+def test_a_lead_saved_at_a_resumable_error_rides_the_continue() -> None:
+    """req: LD-3, LD-13, TL-11 — the stream fails while a Lead is saved but not yet applied: the
+    ending does not call it unapplied; ContinueTurn's first request gives it to the model."""
+    driver = Driver(no_titles())
+    driver.start()
+    submit(driver, "l1", "also update the docs")
+    driver.send(at.LeadSaved(lead_id="l1"))
+    driver.send(at.StreamFailed(request_id="t1/r1", error="connection reset"))
+    end = driver.last(at.EndTurn)
+    assert end.outcome.resumable  # type: ignore[attr-defined]
+    assert not driver.of(at.LeadUnapplied)
+    assert driver.send(at.ContinueTurn(turn_id="t1")) == (
+        at.RequestModelStream(request_id="t1/r2", lead_ids=("l1",)),)
+
+
+@pytest.mark.req("LD-13")
+def test_a_new_prompt_after_a_resumable_error_reports_the_saved_lead_unapplied() -> None:
+    """req: LD-13, LD-3 — the user does not continue but sends a new prompt: the saved
+    instruction is reported unapplied once, and never joins the new turn."""
+    driver = Driver(no_titles())
+    driver.start()
+    submit(driver, "l1", "also update the docs")
+    driver.send(at.LeadSaved(lead_id="l1"))
+    driver.send(at.StreamFailed(request_id="t1/r1", error="connection reset"))
+    commands = driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="new task"))
+    assert commands[0] == at.LeadUnapplied(lead_id="l1")
+    driver.ack()
+    assert driver.last(at.RequestModelStream) == at.RequestModelStream(request_id="t2/r1")
+    assert len(driver.of(at.LeadUnapplied)) == 1
+
+
+@pytest.mark.req("LD-4", "LD-7")
+def test_late_save_answers_are_absorbed_and_unknown_ones_refused() -> None:
+    """req: LD-4, LD-7 — a second ack of a saved instruction and an ack after its save was
+    reported failed are absorbed with a notice; an id never admitted is misuse."""
+    driver = Driver(no_titles())
+    busy_with_a_write(driver)
+    submit(driver, "l1", "one")
+    submit(driver, "l2", "two")
+    driver.send(at.LeadSaved(lead_id="l1"))
+    before = driver.state
+    assert driver.send(at.LeadSaved(lead_id="l1")) == (at.StaleAnswerIgnored(
+        event="LeadSaved", answer_id="l1", reason="this instruction's save is not in flight"),)
+    assert driver.state is before
+    driver.send(at.LeadSaveFailed(lead_id="l2", reason="io"))
+    late = driver.send(at.LeadSaved(lead_id="l2"))
+    assert [type(c) for c in late] == [at.StaleAnswerIgnored]
+    with pytest.raises(at.UnknownId):
+        driver.send(at.LeadSaved(lead_id="never-admitted"))
+
+
+@pytest.mark.req("LD-1")
+def test_the_lead_control_is_offered_only_while_admission_is_open() -> None:
+    """req: LD-1, LD-14 — ``lead_offered`` is false between turns and during final lifecycle
+    work, true while the turn runs."""
+    driver = Driver(no_titles())
+    assert not driver.state.lead_offered
+    busy_with_a_write(driver)
+    assert driver.state.lead_offered
+    driver.send(at.StopPressed())
+    assert not driver.state.lead_offered  # ending: admission closed
+    driver.send(at.ToolFinished(call_id="w1", output="ok"))
+    driver.ack()
+    assert not driver.state.lead_offered and driver.state.phase is at.TurnPhase.IDLE

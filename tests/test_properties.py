@@ -2,8 +2,10 @@
 
 The machine below plays a host: it keeps a model of what the reducer has asked for (the write in
 flight, the request, the running tool, the Lead save, the naming request) and only sends events a
-real host could send, plus deliberate misuse that must raise ``ProtocolError``. Every command the
-reducer returns is checked against the rules of TL, LD and TT as it arrives.
+real host could send, late answers a real UI produces by timing alone (which must be absorbed with
+one ``StaleAnswerIgnored`` and change nothing), text no host could store (which must fail at
+construction), plus deliberate misuse that must raise ``ProtocolError``. Every command the reducer
+returns is checked against the rules of TL, LD and TT as it arrives.
 """
 
 from __future__ import annotations
@@ -13,12 +15,19 @@ from hypothesis import note, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import agentturn as at
-from agentturn.commands import LeadRefusal
-from agentturn.records import FinishKind, OutcomeKind
+from agentturn.records import OutcomeKind
 
 TEXTS = st.sampled_from(["", "   ", "Working on it.", "Done.", "Let me check the tests."])
 REASONS = st.sampled_from(["stop", "end_turn", "tool_calls", "tool_calls", "tool_calls",
-                           "length", "max_tokens", "weird"])
+                           "length", "max_tokens", "model_context_window_exceeded", "SAFETY",
+                           "weird"])
+#: The outcomes of a response that did not complete normally (TL-9).
+CUT_OFF = {OutcomeKind.OUTPUT_LIMIT, OutcomeKind.CONTENT_FILTERED, OutcomeKind.UNRECOGNIZED_FINISH}
+#: Admission refusals: answered at once to the LeadSubmitted that caused them.
+ADMISSION = {at.DraftReason.NOT_OWNER, at.DraftReason.NOT_ACTIVE, at.DraftReason.EMPTY,
+             at.DraftReason.TOO_LONG, at.DraftReason.QUEUE_FULL, at.DraftReason.TURN_ENDING}
+#: Text no host can store: a lone surrogate, as a broken UI or JSON decoder produces.
+UNENCODABLE = st.sampled_from(["\ud800", "fix \udfff now", "\ud83d", "ok\udc80"])
 LEAD_TEXTS = st.sampled_from(["use tabs", "stop editing main", "also run the linter",
                               "keep the API", "", " \n ", "é" * 16384, "é" * 16384 + "x",
                               "\u0000 odd \U0001f600"])
@@ -33,12 +42,13 @@ class TurnHost(RuleBasedStateMachine):
         self.events: list[at.Event] = []
         self.log: list[tuple[at.Command, ...]] = []
 
-    @initialize(policy=st.sampled_from(at.PermissionPolicy), auto_title=st.booleans(),
-                max_requests=st.one_of(st.none(), st.integers(2, 6)))
-    def create(self, policy: at.PermissionPolicy, auto_title: bool,
-               max_requests: int | None) -> None:
-        self.config = at.TurnConfig(permission_policy=policy, auto_title=auto_title,
-                                    max_requests=max_requests)
+    @initialize(policy=st.sampled_from(at.LeadPermissionPolicy), auto_title=st.booleans(),
+                max_requests=st.one_of(st.none(), st.integers(2, 6)), hold=st.booleans())
+    def create(self, policy: at.LeadPermissionPolicy, auto_title: bool,
+               max_requests: int | None, hold: bool) -> None:
+        self.config = at.TurnConfig(lead_permission_policy=policy, auto_title=auto_title,
+                                    max_requests=max_requests, hold_natural_stops=hold)
+        self.deciding: str | None = None  # the request whose natural stop awaits a decision
         self.state = at.TurnState.create("chat", self.config)
         # the host's model of what is outstanding
         self.turn_id: str | None = None
@@ -52,7 +62,11 @@ class TurnHost(RuleBasedStateMachine):
         self.permission: at.ToolCall | None = None
         self.tool: at.ToolCall | None = None
         self.save: at.SaveLead | None = None
-        self.naming = False
+        self.naming: str | None = None  # the request id of the naming request in flight
+        # late answers a real UI can still send
+        self.titles_asked: list[str] = []
+        self.decided: list[str] = []  # calls whose dialog was answered or dismissed
+        self.cancelled: list[str] = []  # requests cancelled by Stop
         # what the rules are checked against
         self.unrecorded: list[str] = []  # calls of acked responses with no result record yet
         self.truncated: set[str] = set()
@@ -60,6 +74,7 @@ class TurnHost(RuleBasedStateMachine):
         self.last_finish: at.FinishReason | None = None
         self.malformed_prev = False
         self.must_end_malformed = False
+        self.must_end_cut = False
         self.lost_write = False
         self.leads: dict[str, str] = {}  # lead id -> text, for leads accepted and not resolved
         self.lead_saved: set[str] = set()
@@ -94,6 +109,16 @@ class TurnHost(RuleBasedStateMachine):
             assert event.lead_id in self.resolved, "a submitted Lead got no answer"
         return step.commands
 
+    def late(self, event: at.Event) -> None:
+        """Send a late answer: absorbed with one notice, the state untouched."""
+        note(f"-> (late) {event!r}")
+        before = self.state
+        step = at.reduce(self.state, event)
+        assert [type(c) for c in step.commands] == [at.StaleAnswerIgnored], step.commands
+        assert step.state == before, "a late answer changed the state"
+        self.events.append(event)
+        self.log.append(step.commands)
+
     def misuse(self, event: at.Event) -> None:
         """Send an event the host must not send now: only ProtocolError, nothing changes."""
         before = self.state
@@ -111,6 +136,7 @@ class TurnHost(RuleBasedStateMachine):
         if isinstance(event, at.PromptSubmitted):
             self.active, self.turn_id, self.resumable = True, event.turn_id, False
             self.last_finish, self.malformed_prev, self.must_end_malformed = None, False, False
+            self.must_end_cut = False
             self.admission_closed, self.lost_write = False, False
         elif isinstance(event, at.ContinueTurn):
             self.active, self.resumable, self.admission_closed = True, False, False
@@ -132,14 +158,17 @@ class TurnHost(RuleBasedStateMachine):
             self.stream_open = True
         elif isinstance(event, at.StreamCompleted):
             self.request, self.stream_open = None, False
-            self.last_finish = at.FinishReason.of(event.finish_reason)
-            if event.malformed_tool_format and self.malformed_prev:
+            self.last_finish = self.config.finish_reason(event.finish_reason)
+            if not self.last_finish.completes_normally:
+                self.must_end_cut = True  # TL-9 before TL-6: truncation explains the format
+            elif event.malformed_tool_format and self.malformed_prev:
                 self.must_end_malformed = True
             self.malformed_prev = event.malformed_tool_format
         elif isinstance(event, at.StreamFailed | at.CompactionFailed | at.TokenLimitRejected):
             self.request, self.stream_open = None, False
         elif isinstance(event, at.PermissionDecided):
             self.permission = None
+            self.decided.append(event.call_id)
         elif isinstance(event, at.ToolFinished):
             self.tool = None
         elif isinstance(event, at.LeadSaved):
@@ -148,7 +177,7 @@ class TurnHost(RuleBasedStateMachine):
         elif isinstance(event, at.LeadSaveFailed):
             self.save = None
         elif isinstance(event, at.TitleGenerated | at.TitleFailed):
-            self.naming = False
+            self.naming = None
         elif isinstance(event, at.ManualRename):
             self.renamed = True
         elif isinstance(event, at.AutoTitlePreferenceChanged):
@@ -167,7 +196,7 @@ class TurnHost(RuleBasedStateMachine):
                 if isinstance(record, at.ResponseRecord):
                     ids = [c.call_id for c in record.tool_calls]
                     own.extend(ids)
-                    if record.finish_reason.kind is FinishKind.LENGTH:
+                    if not record.finish_reason.completes_normally:
                         self.truncated.update(ids)
                     if record.malformed_tool_format:
                         self.malformed_calls.update(ids)
@@ -207,15 +236,25 @@ class TurnHost(RuleBasedStateMachine):
                 self.permission = command.call
         elif isinstance(command, at.DismissPermission):
             assert self.permission is not None
+            self.decided.append(self.permission.call_id)
             self.permission = None
         elif isinstance(command, at.CancelTool):
-            assert isinstance(self.current, at.StopPressed), "LD-10: only Stop cancels a tool"
+            assert isinstance(self.current, at.StopPressed | at.HaltTurn), \
+                "LD-10: only Stop (or the host's halt) cancels a tool"
             assert self.tool is not None and self.tool.call_id == command.call_id
         elif isinstance(command, at.CancelStream):
-            assert isinstance(self.current, at.StopPressed)
+            assert isinstance(self.current, at.StopPressed | at.HaltTurn)
+            assert self.request is not None and command.request_id == self.request.request_id
+            self.cancelled.append(command.request_id)
             self.request, self.stream_open = None, False
         elif isinstance(command, at.EndTurn):
             self.check_end(command)
+            self.deciding = None
+        elif isinstance(command, at.DecideNaturalStop):
+            assert self.config.hold_natural_stops, "asked to decide a stop nobody holds"
+            assert self.persist is None and self.tool is None and self.request is None
+            assert not self.unrecorded, "a natural stop with calls still without a result"
+            self.deciding = command.request_id
         elif isinstance(command, at.LeadAccepted):
             assert self.active, "LD-1: Lead admitted with no active turn"
             assert not self.admission_closed, "LD-14: Lead admitted after admission closed"
@@ -223,8 +262,9 @@ class TurnHost(RuleBasedStateMachine):
             self.leads[command.lead_id] = self.current.text
             assert len(self.leads) <= at.MAX_PENDING, "LD-5: more than 8 pending"
             assert command.kept_attachment_ids == self.current.attachment_ids, "LD-15"
-        elif isinstance(command, at.LeadRefused):
+        elif isinstance(command, at.ReturnDraft) and command.reason in ADMISSION:
             assert isinstance(self.current, at.LeadSubmitted)
+            assert command.lead_id == self.current.lead_id
             assert command.draft == self.current.text, "a refusal must hand the draft back"
             self.check_refusal(command, self.current)
             self.resolve(command.lead_id, "refused")
@@ -232,12 +272,15 @@ class TurnHost(RuleBasedStateMachine):
             assert self.save is None, "LD-4: two saves in flight"
             assert command.record.text == self.leads[command.lead_id]
             self.save = command
-        elif isinstance(command, at.KeepDraft):
+        elif isinstance(command, at.ReturnDraft):
             assert command.draft == self.leads[command.lead_id]
             assert command.lead_id not in self.lead_saved
-            self.admission_closed = self.admission_closed or not isinstance(
-                self.current, at.LeadSaveFailed)
-            self.resolve(command.lead_id, "draft kept")
+            if command.reason is at.DraftReason.SAVE_FAILED:
+                assert isinstance(self.current, at.LeadSaveFailed)
+            else:
+                assert command.reason is at.DraftReason.TURN_ENDED_BEFORE_SAVE
+                self.admission_closed = True
+            self.resolve(command.lead_id, "draft returned")
         elif isinstance(command, at.LeadUnapplied):
             assert command.lead_id in self.lead_saved
             self.resolve(command.lead_id, "unapplied")
@@ -245,25 +288,27 @@ class TurnHost(RuleBasedStateMachine):
             assert not self.naming and self.request is None, "TT-3: naming beside a request"
             assert self.title_pref, "TT-4: naming with the preference off"
             assert not self.renamed, "TT-5: naming after a manual rename"
-            self.naming = True
+            assert command.request_id not in self.titles_asked, "a naming request id reused"
+            self.titles_asked.append(command.request_id)
+            self.naming = command.request_id
         elif isinstance(command, at.SetTitle):
             assert not self.renamed, "TT-5: automatic title over a manual rename"
             self.titles_set += 1
             assert self.titles_set <= 1, "TT-6: named automatically twice"
 
-    def check_refusal(self, refused: at.LeadRefused, event: at.LeadSubmitted) -> None:
+    def check_refusal(self, refused: at.ReturnDraft, event: at.LeadSubmitted) -> None:
         if event.chat_id != "chat":
-            assert refused.reason is LeadRefusal.NOT_OWNER
+            assert refused.reason is at.DraftReason.NOT_OWNER
         elif not self.active:
-            assert refused.reason is LeadRefusal.NOT_ACTIVE
-        elif refused.reason is LeadRefusal.TURN_ENDING:
+            assert refused.reason is at.DraftReason.NOT_ACTIVE
+        elif refused.reason is at.DraftReason.TURN_ENDING:
             self.admission_closed = True
         elif not event.text.strip():
-            assert refused.reason is LeadRefusal.EMPTY
+            assert refused.reason is at.DraftReason.EMPTY
         elif len(event.text.encode()) > at.MAX_LEAD_BYTES:
-            assert refused.reason is LeadRefusal.TOO_LONG
+            assert refused.reason is at.DraftReason.TOO_LONG
         else:
-            assert refused.reason is LeadRefusal.QUEUE_FULL
+            assert refused.reason is at.DraftReason.QUEUE_FULL
             assert len(self.leads) == at.MAX_PENDING
 
     def check_end(self, end: at.EndTurn) -> None:
@@ -271,11 +316,16 @@ class TurnHost(RuleBasedStateMachine):
         outcome = end.outcome
         assert outcome.finish_reason == self.last_finish, "the outcome lost the finish reason"
         assert self.persist is None and self.tool is None and self.save is None
-        if self.must_end_malformed:
+        if self.must_end_cut:
+            assert outcome.kind in CUT_OFF, outcome
+        elif self.must_end_malformed:
             assert outcome.kind is OutcomeKind.MALFORMED_TOOL_FORMAT
         if not outcome.resumable:
+            # TL-5: a call without a result is allowed only when its write failed at the end;
+            # then the records are owed, and the next prompt's write must hold them.
             assert not self.unrecorded or self.lost_write, "a call ended without a result"
-            self.unrecorded.clear()
+            if self.unrecorded:
+                assert "will be saved before the next prompt" in outcome.message
         if outcome.kind is OutcomeKind.ERROR:
             assert outcome.resumable
         self.active, self.resumable = False, outcome.resumable
@@ -284,7 +334,11 @@ class TurnHost(RuleBasedStateMachine):
     @invariant()
     def every_lead_answered_once_its_turn_ends(self) -> None:
         if not self.active:
-            assert not self.leads, f"LD-13: Leads left without an answer: {self.leads}"
+            if self.resumable:
+                # TL-11: saved instructions wait for ContinueTurn or a new prompt's report
+                assert set(self.leads) <= self.lead_saved, "an unsaved Lead outlived its turn"
+            else:
+                assert not self.leads, f"LD-13: Leads left without an answer: {self.leads}"
 
     @invariant()
     def phase_matches_the_hosts_view(self) -> None:
@@ -320,7 +374,10 @@ class TurnHost(RuleBasedStateMachine):
             moves.append((4, "lead_save"))
         if self.naming:
             moves.append((3, "naming"))
-        moves.extend([(3 if self.active else 1, "lead"), (1, "noise"), (1, "misuse")])
+        if self.deciding is not None:
+            moves.append((4, "decide"))
+        moves.extend([(3 if self.active else 1, "lead"), (1, "noise"), (1, "misuse"),
+                      (1, "late"), (1, "odd_text")])
         if data.draw(st.sampled_from([False] * 24 + [True])):
             moves = [(1, "stop")]  # Stop ends turns: rarer than everything else
         move = data.draw(st.sampled_from([name for weight, name in moves for _ in range(weight)]))
@@ -389,11 +446,46 @@ class TurnHost(RuleBasedStateMachine):
             self.send(at.LeadSaveFailed(lead_id=self.save.lead_id, reason="database locked"))
 
     def move_naming(self, data: st.DataObject) -> None:
+        assert self.naming is not None
         title = data.draw(st.sampled_from(["Fix the login bug", "Fix the login bug", "", None]))
         if title is None:
-            self.send(at.TitleFailed(reason="naming model offline"))
+            self.send(at.TitleFailed(request_id=self.naming, reason="naming model offline"))
         else:
-            self.send(at.TitleGenerated(title=title))
+            self.send(at.TitleGenerated(request_id=self.naming, title=title))
+
+    def move_late(self, data: st.DataObject) -> None:
+        """What real UIs send by timing alone: each is absorbed, nothing changes."""
+        candidates: list[at.Event] = []
+        old_titles = [rid for rid in self.titles_asked if rid != self.naming]
+        if old_titles:
+            candidates.append(at.TitleGenerated(request_id=data.draw(st.sampled_from(old_titles)),
+                                                title="Late title"))
+        pending = self.permission.call_id if self.permission else None
+        old_calls = [cid for cid in self.decided if cid != pending]
+        if old_calls and self.state.dismissed_call in old_calls:
+            candidates.append(at.PermissionDecided(call_id=self.state.dismissed_call,
+                                                   decision=at.PermissionDecision.ALLOW))
+        if self.cancelled and self.state.cancelled_request == self.cancelled[-1]:
+            candidates.append(at.StreamCompleted(request_id=self.cancelled[-1], text="late",
+                                                 finish_reason="stop"))
+        saved = [lid for lid in self.lead_saved if lid in self.leads]
+        if saved:
+            candidates.append(at.LeadSaved(lead_id=data.draw(st.sampled_from(sorted(saved)))))
+        if candidates:
+            self.late(data.draw(st.sampled_from(candidates)))
+
+    def move_odd_text(self, data: st.DataObject) -> None:
+        """Text no host can store never becomes an event; odd but valid text is fine."""
+        bad = data.draw(UNENCODABLE)
+        for build in (lambda: at.LeadSubmitted(chat_id="chat", lead_id="L-odd", text=bad),
+                      lambda: at.PromptSubmitted(turn_id="t-odd", message_id="m", text=bad),
+                      lambda: at.ManualRename(title=bad),
+                      lambda: at.ToolFinished(call_id="c", output=bad)):
+            try:
+                build()
+            except at.FieldError:
+                continue
+            raise AssertionError(f"an unencodable text was accepted: {bad!r}")
 
     def move_lead(self, data: st.DataObject) -> None:
         own_chat = data.draw(st.sampled_from([True] * 7 + [False]))
@@ -402,7 +494,20 @@ class TurnHost(RuleBasedStateMachine):
                                    attachment_ids=data.draw(st.sampled_from([(), ("img1",)]))))
 
     def move_stop(self, data: st.DataObject) -> None:
-        self.send(at.StopPressed())
+        if data.draw(st.sampled_from([True, True, False])):
+            self.send(at.StopPressed())
+        else:
+            self.send(at.HaltTurn(reason="Loop protection stopped the turn."))
+        self.deciding = None  # a stop being decided is decided by Stop
+
+    def move_decide(self, data: st.DataObject) -> None:
+        assert self.deciding is not None
+        request_id, self.deciding = self.deciding, None
+        if data.draw(st.booleans()):
+            self.send(at.NaturalStopDecided(request_id=request_id))
+        else:
+            self.send(at.NaturalStopDecided(request_id=request_id, message_id=self.fresh("k"),
+                                            text="[Todo Stop Guard] 1 todo item(s) ..."))
 
     def move_noise(self, data: st.DataObject) -> None:
         which = data.draw(st.sampled_from(["disconnect", "rename", "on", "off"]))
@@ -431,8 +536,7 @@ class TurnHost(RuleBasedStateMachine):
         if self.stream_open:
             assert self.request is not None
             candidates.append(at.StreamOpened(request_id=self.request.request_id))
-        if not self.naming:
-            candidates.append(at.TitleGenerated(title="late"))
+        candidates.append(at.TitleGenerated(request_id="chat/title-99", title="forged"))
         self.misuse(candidates[which % len(candidates)])
 
     def teardown(self) -> None:

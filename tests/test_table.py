@@ -14,7 +14,7 @@ from agentturn._base import replacer
 
 def in_phase(phase: at.TurnPhase) -> at.TurnState:
     """A real state in ``phase``, reached by a real event sequence (no private fields poked)."""
-    driver = Driver()
+    driver = Driver(at.TurnConfig(hold_natural_stops=True))
     scripts: dict[at.TurnPhase, Callable[[], object]] = {
         at.TurnPhase.IDLE: lambda: None,
         at.TurnPhase.SAVING_PROMPT: lambda: driver.send(
@@ -37,6 +37,8 @@ def in_phase(phase: at.TurnPhase) -> at.TurnState:
             finish_reason="tool_calls", calls=[call("a")]), driver.ack(),
             driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l", text="hey")),
             driver.send(at.ToolFinished(call_id="a", output="x")), driver.ack()),
+        at.TurnPhase.AWAITING_STOP_DECISION: lambda: (driver.start(), driver.respond(
+            text="Done."), driver.named("T"), driver.ack()),
         at.TurnPhase.ENDING: lambda: (driver.start(), driver.respond(
             finish_reason="tool_calls", calls=[call("a")]), driver.ack(),
             driver.send(at.StopPressed())),
@@ -65,8 +67,11 @@ SAMPLES: list[at.Event] = [
     at.ToolFinished(call_id="a", output="x"),
     at.Persisted(key="t1/p1"),
     at.PersistFailed(key="t1/p2", reason="x"),
-    at.TitleGenerated(title="x"),
-    at.TitleFailed(reason="x"),
+    at.HaltTurn(reason="loop protection"),
+    at.NaturalStopDecided(request_id="t1/r1"),
+    at.NaturalStopDecided(request_id="t1/r1", message_id="c1", text="Continue."),
+    at.TitleGenerated(request_id="chat/title-1", title="x"),
+    at.TitleFailed(request_id="chat/title-1", reason="x"),
 ]
 
 
@@ -75,17 +80,21 @@ SAMPLES: list[at.Event] = [
 def test_every_phase_event_pair_is_declared_or_a_protocol_error(
     phase: at.TurnPhase, event: at.Event
 ) -> None:
-    """A pair outside the table raises UnexpectedEvent; inside, the step either raises a
-    ProtocolError (the ids do not match) or lands in a declared destination."""
+    """A pair outside the table raises UnexpectedEvent or, for a late answer, is absorbed with
+    one StaleAnswerIgnored and no change; inside, the step either raises a ProtocolError (the ids
+    do not match), absorbs a late answer, or lands in a declared destination."""
     state = in_phase(phase)
     declared = at.TURN_GRAPH.table.get((phase, type(event).__name__))
     try:
-        new_state, _ = at.reduce(state, event)
+        new_state, commands = at.reduce(state, event)
     except at.ProtocolError as error:
         if declared is None:
             assert isinstance(error, at.UnexpectedEvent)
         return
-    assert declared is not None, "accepted an event the table does not declare"
+    if declared is None:
+        assert new_state is state
+        assert [type(c) for c in commands] == [at.StaleAnswerIgnored]
+        return
     assert new_state.phase in declared
 
 
@@ -109,10 +118,12 @@ def guard_in_phase(phase: at.guard.GuardPhase) -> at.guard.GuardState:
     envelope = {"type": "todo_list", "todos": [{"id": "1", "content": "x", "status": "pending"}]}
     scripts: dict[g.GuardPhase, list[at.Event]] = {
         g.GuardPhase.OFF: [],
+        g.GuardPhase.PLAN: [g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)],
         g.GuardPhase.NO_CHAIN: [],
         g.GuardPhase.ACTIVE: [g.OrdinaryPromptStarted(turn_id="t")],
         g.GuardPhase.CONTINUING: [
             g.OrdinaryPromptStarted(turn_id="t"),
+            g.TodoWriteStarted(call_id="c", turn_id="t"),
             g.TodoWriteResult(call_id="c", turn_id="t", envelope=envelope, succeeded=True),
             g.NaturalStop()],
         g.GuardPhase.PAUSED: [g.OrdinaryPromptStarted(turn_id="t"),
@@ -138,6 +149,7 @@ GUARD_SAMPLES: list[at.Event] = [
     _g.BackgroundResult(related=True),
     _g.TodoWriteResult(call_id="c2", turn_id="t", envelope={"type": "todo_list", "todos": []},
                        succeeded=True),
+    _g.TodoWriteStarted(call_id="c2", turn_id="t"),
     _g.TodoArgumentsObserved(arguments={}),
     _g.TodoHistoryReplayed(envelope={}),
     _g.TodoDiskStateLoaded(envelope={}),

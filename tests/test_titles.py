@@ -22,13 +22,13 @@ def test_title_after_the_first_usable_response_before_its_tools() -> None:
     driver.start()
     driver.respond(text="I'll read the config first.", finish_reason="tool_calls",
                    calls=[call("a")])
-    assert driver.commands[-1] == at.RequestTitle(chat_id="chat")
+    assert driver.commands[-1] == at.RequestTitle(chat_id="chat", request_id="chat/title-1")
     assert driver.ack() == ()
     assert driver.state.phase is at.TurnPhase.AWAITING_TITLE
-    commands = driver.send(at.TitleGenerated(title="  Read the config  "))
+    commands = driver.named("  Read the config  ")
     assert commands == (at.SetTitle(chat_id="chat", title="Read the config"),
                         at.ExecuteTool(call=call("a")))
-    assert index_of(driver, at.RequestTitle(chat_id="chat")) < index_of(
+    assert index_of(driver, at.RequestTitle(chat_id="chat", request_id="chat/title-1")) < index_of(
         driver, at.ExecuteTool(call=call("a")))
 
 
@@ -39,9 +39,10 @@ def test_a_final_answer_is_usable_too_and_the_turn_is_not_held() -> None:
     driver.start()
     driver.respond(text="The bug was a typo.")
     driver.ack()
-    assert driver.of(at.RequestTitle) == [at.RequestTitle(chat_id="chat")]
+    assert driver.of(at.RequestTitle) == [
+        at.RequestTitle(chat_id="chat", request_id="chat/title-1")]
     assert driver.last(at.EndTurn).outcome.kind is at.OutcomeKind.FINISHED  # type: ignore[attr-defined]
-    assert driver.send(at.TitleGenerated(title="Typo bug")) == (
+    assert driver.named("Typo bug") == (
         at.SetTitle(chat_id="chat", title="Typo bug"),)
 
 
@@ -57,8 +58,8 @@ def test_tool_only_responses_are_named_after_the_first_completed_tool_round() ->
     driver.ack()
     assert not driver.of(at.RequestTitle)
     driver.send(at.ToolFinished(call_id="b", output="2"))
-    assert driver.ack() == (at.RequestTitle(chat_id="chat"),)
-    assert driver.send(at.TitleFailed(reason="offline")) == (
+    assert driver.ack() == (at.RequestTitle(chat_id="chat", request_id="chat/title-1"),)
+    assert driver.naming_failed("offline") == (
         at.RequestModelStream(request_id="t1/r2"),)
 
 
@@ -74,7 +75,7 @@ def test_naming_never_overlaps_a_model_request() -> None:
     assert driver.ack() == ()
     assert driver.state.phase is at.TurnPhase.AWAITING_TITLE
     assert len(driver.of(at.RequestModelStream)) == 1
-    commands = driver.send(at.TitleGenerated(title="Quick fix"))
+    commands = driver.named("Quick fix")
     assert commands[-1] == at.RequestModelStream(request_id="t2/r1")
 
 
@@ -97,7 +98,7 @@ def test_turning_titles_off_while_naming_runs_drops_the_result() -> None:
     driver.start()
     driver.respond(text="Hi.")
     driver.send(at.AutoTitlePreferenceChanged(enabled=False))
-    assert driver.send(at.TitleGenerated(title="Greeting")) == ()
+    assert driver.named("Greeting") == ()
 
 
 @pytest.mark.req("TT-5")
@@ -121,7 +122,7 @@ def test_a_naming_result_after_a_manual_rename_is_discarded() -> None:
     driver.respond(text="Looking.", finish_reason="tool_calls", calls=[call("a")])
     driver.ack()
     driver.send(at.ManualRename(title="Mine"))
-    assert driver.send(at.TitleGenerated(title="Theirs")) == (at.ExecuteTool(call=call("a")),)
+    assert driver.named("Theirs") == (at.ExecuteTool(call=call("a")),)
     assert not driver.of(at.SetTitle)
 
 
@@ -132,7 +133,7 @@ def test_a_chat_is_named_automatically_at_most_once() -> None:
     driver.start()
     driver.respond(text="One.")
     driver.ack()
-    driver.send(at.TitleGenerated(title="First"))
+    driver.named("First")
     driver.start(turn_id="t2")
     driver.respond(text="Two.")
     driver.ack()
@@ -147,7 +148,7 @@ def test_a_failed_naming_neither_fails_nor_blocks_and_a_later_turn_retries() -> 
     driver.start()
     driver.respond(text="Reading.", finish_reason="tool_calls", calls=[call("a")])
     driver.ack()
-    assert driver.send(at.TitleFailed(reason="timeout")) == (at.ExecuteTool(call=call("a")),)
+    assert driver.naming_failed("timeout") == (at.ExecuteTool(call=call("a")),)
     driver.send(at.ToolFinished(call_id="a", output="x"))
     driver.ack()  # the tool round completes; this turn already tried, so no second request
     assert len(driver.of(at.RequestTitle)) == 1
@@ -159,7 +160,7 @@ def test_a_failed_naming_neither_fails_nor_blocks_and_a_later_turn_retries() -> 
     driver.respond(text="Again.")
     driver.ack()
     assert len(driver.of(at.RequestTitle)) == 2
-    driver.send(at.TitleGenerated(title="   "))  # empty counts as a failure
+    driver.named("   ")  # empty counts as a failure
     driver.start(turn_id="t3")
     driver.respond(text="Third.")
     driver.ack()
@@ -168,11 +169,19 @@ def test_a_failed_naming_neither_fails_nor_blocks_and_a_later_turn_retries() -> 
 
 def test_the_title_part_works_alone() -> None:
     """Without the lifecycle: due once per turn, result shown, rename wins afterwards."""
-    state = TitleState()
-    state, commands = titles.request_if_due(state, "c", TitleTrigger.TOOL_ROUND)
-    assert commands == (at.RequestTitle(chat_id="c"),) and titles.naming_in_flight(state)
-    state, commands = titles.reduce(state, at.TitleGenerated(title="T"), "c")
+    state = TitleState.create("c")
+    state, commands = titles.request_if_due(state, TitleTrigger.TOOL_ROUND)
+    assert commands == (at.RequestTitle(chat_id="c", request_id="c/title-1"),)
+    assert titles.naming_in_flight(state)
+    state, commands = titles.reduce(state, at.TitleGenerated(request_id="c/title-1", title="T"))
     assert commands == (at.SetTitle(chat_id="c", title="T"),)
     assert state.phase is TitlePhase.NAMED
-    with pytest.raises(at.UnexpectedEvent):
-        titles.reduce(state, at.TitleGenerated(title="again"), "c")
+    # a second answer to the same request is a late answer: absorbed, nothing changes
+    again = titles.reduce(state, at.TitleGenerated(request_id="c/title-1", title="again"))
+    assert again.state == state
+    assert again.commands == (at.StaleAnswerIgnored(
+        event="TitleGenerated", answer_id="c/title-1",
+        reason="no longer waiting for this naming request"),)
+    # an id never issued is misuse
+    with pytest.raises(at.UnknownId):
+        titles.reduce(state, at.TitleGenerated(request_id="c/title-2", title="forged"))

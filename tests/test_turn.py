@@ -416,3 +416,163 @@ def test_continue_is_refused_when_the_turn_did_not_end_with_an_error() -> None:
     with pytest.raises(at.ProtocolError):
         driver.send(at.ContinueTurn(turn_id="t1"))
     assert driver.state == before
+
+
+# --- regressions found by review (issue 8) ----------------------------------------------------
+
+
+@pytest.mark.req("TL-5", "TL-8")
+def test_stop_then_a_failed_save_keeps_every_tool_result() -> None:
+    """req: TL-5, TL-8 — c1 ran, Stop arrives while its result is being saved, and that save
+    fails: c1's executed output and a result for c2 and c3 are owed and written first by the
+    next prompt; each call ends with exactly one result record."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2"), call("c3")])
+    driver.ack()
+    driver.send(at.ToolFinished(call_id="c1", output="c1 output"))
+    failing = driver.last(at.Persist)
+    driver.send(at.StopPressed())
+    driver.send(at.PersistFailed(key=failing.key, reason="disk full"))  # type: ignore[attr-defined]
+    outcome = ended(driver)
+    assert outcome.kind is OutcomeKind.CANCELLED
+    assert "will be saved before the next prompt" in outcome.message
+    first = driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"))
+    persist = first[0]
+    assert isinstance(persist, at.Persist)
+    owed = [(r.call_id, r.status, r.output) for r in persist.records
+            if isinstance(r, at.ToolResultRecord)]
+    assert owed == [("c1", ToolResultStatus.EXECUTED, "c1 output"),
+                    ("c2", ToolResultStatus.CANCELLED, ""),
+                    ("c3", ToolResultStatus.CANCELLED, "")]
+    assert isinstance(persist.records[-1], at.UserMessageRecord)
+
+
+@pytest.mark.req("TL-9", "TL-6")
+def test_a_truncated_malformed_response_is_an_output_limit_at_once() -> None:
+    """req: TL-9, TL-6 — finish reason ``length`` with a malformed call ends the turn
+    OUTPUT_LIMIT at once: no corrective retry is spent, the call is recorded as not run."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="length", calls=[call("w1", "write_file")], malformed=True)
+    driver.ack()
+    driver.ack()  # the skipped call's result record
+    assert ended(driver).kind is OutcomeKind.OUTPUT_LIMIT
+    assert not [r for r in driver.of(at.RequestModelStream) if r.corrective]  # type: ignore[attr-defined]
+    assert [(r.call_id, r.status) for r in results(driver)] == [
+        ("w1", ToolResultStatus.SKIPPED)]
+
+
+@pytest.mark.req("TL-9")
+@pytest.mark.parametrize(("raw", "kind"), [
+    ("model_context_window_exceeded", OutcomeKind.OUTPUT_LIMIT),
+    ("incomplete", OutcomeKind.OUTPUT_LIMIT),
+    ("MAX_TOKENS", OutcomeKind.OUTPUT_LIMIT),
+    ("SAFETY", OutcomeKind.CONTENT_FILTERED),
+    ("guardrail_intervened", OutcomeKind.CONTENT_FILTERED),
+    ("pause_turn", OutcomeKind.UNRECOGNIZED_FINISH),
+    ("FINISH_REASON_UNSPECIFIED", OutcomeKind.UNRECOGNIZED_FINISH),
+    ("eos_token_42", OutcomeKind.UNRECOGNIZED_FINISH),
+])
+def test_only_a_normal_completion_runs_its_tools(raw: str, kind: OutcomeKind) -> None:
+    """req: TL-9, TL-10 — a cut-off, a safety stop or an unknown finish reason never runs a
+    half-written call: the turn ends with its own outcome and the raw reason kept."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason=raw, calls=[call("w1", "write_file")])
+    driver.ack()
+    driver.ack()  # the skipped call's result record
+    assert not driver.of(at.ExecuteTool)
+    outcome = ended(driver)
+    assert outcome.kind is kind and outcome.finish_reason is not None
+    assert outcome.finish_reason.raw == raw
+    assert [(r.call_id, r.status) for r in results(driver)] == [
+        ("w1", ToolResultStatus.SKIPPED)]
+
+
+@pytest.mark.req("TL-9")
+def test_a_host_names_its_engines_finish_reasons() -> None:
+    """req: TL-9 — ``TurnConfig(finish_reasons=...)`` lets an engine's own reason run tools (or
+    cut them off); keys are matched case-insensitively and bad values are refused by field."""
+    config = at.TurnConfig(auto_title=False, finish_reasons={
+        "Done_Calling": at.FinishKind.TOOL_CALLS, "stop": at.FinishKind.OTHER})
+    driver = Driver(config)
+    driver.start()
+    assert driver.respond(finish_reason="DONE_CALLING", calls=[call("a")])
+    assert driver.ack() == (at.ExecuteTool(call=call("a")),)
+    driver.send(at.ToolFinished(call_id="a", output="x"))
+    driver.ack()
+    driver.open()
+    driver.respond(text="hm", finish_reason="stop")  # overridden: no longer a normal stop
+    driver.ack()
+    assert ended(driver).kind is OutcomeKind.UNRECOGNIZED_FINISH
+    with pytest.raises(at.FieldError, match="finish_reasons"):
+        at.TurnConfig(finish_reasons={"x": "stop"})  # type: ignore[dict-item]
+    assert hash(config) == hash(at.TurnConfig(
+        auto_title=False, finish_reasons={"stop": at.FinishKind.OTHER,
+                                          "done_calling": at.FinishKind.TOOL_CALLS}))
+
+
+@pytest.mark.req("TL-8")
+def test_a_stream_that_completes_as_stop_is_pressed_is_absorbed() -> None:
+    """req: TL-8 — the engine's last events for a request cancelled by Stop arrive after the
+    turn ended (a race real hosts see): absorbed with a notice, the ended turn is untouched, and
+    a second StreamOpened for a live request is still misuse."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.send(at.StopPressed())
+    idle = driver.state
+    late = driver.send(at.StreamCompleted(request_id="t1/r1", text="x", finish_reason="stop"))
+    assert late == (at.StaleAnswerIgnored(event="StreamCompleted", answer_id="t1/r1",
+                                          reason="the request was cancelled"),)
+    assert driver.state is idle
+    driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="go"))
+    driver.ack()
+    driver.open()
+    with pytest.raises(at.ProtocolError):
+        driver.open()
+
+
+@pytest.mark.req("TL-1", "TL-5")
+def test_a_host_can_decide_each_natural_stop() -> None:
+    """req: TL-1, TL-5 — with ``hold_natural_stops`` the turn asks at a natural stop; a
+    continuation is saved as a user message before the next request includes it; ending
+    gives the usual outcome; a decision for another request is misuse."""
+    driver = Driver(at.TurnConfig(auto_title=False, hold_natural_stops=True))
+    driver.start()
+    driver.respond(text="All done.")
+    assert driver.ack() == (at.DecideNaturalStop(turn_id="t1", request_id="t1/r1", empty=False),)
+    assert at.outstanding(driver.state) == (
+        at.Outstanding(command=at.DecideNaturalStop, answer_id="t1/r1"),)
+    with pytest.raises(at.UnknownId):
+        driver.send(at.NaturalStopDecided(request_id="t1/r9"))
+    saved = driver.send(at.NaturalStopDecided(request_id="t1/r1", message_id="hook-1",
+                                              text="Stop hook: tests still fail."))
+    assert saved == (at.Persist(key="t1/p3", records=(
+        at.UserMessageRecord(message_id="hook-1", text="Stop hook: tests still fail."),)),)
+    assert driver.ack() == (at.RequestModelStream(request_id="t1/r2"),)
+    driver.open()
+    driver.respond(text="")
+    assert driver.ack() == (at.DecideNaturalStop(turn_id="t1", request_id="t1/r2", empty=True),)
+    driver.send(at.NaturalStopDecided(request_id="t1/r2"))
+    assert ended(driver).kind is OutcomeKind.EMPTY_RESPONSE
+
+
+@pytest.mark.req("SG-S3")
+def test_the_host_can_halt_a_turn_with_its_own_reason() -> None:
+    """req: SG-S3 — HaltTurn while a tool runs: the tool is asked to cancel, its result kept,
+    and the turn ends HALTED with the host's reason; with no turn it changes nothing."""
+    driver = Driver(no_titles())
+    assert driver.send(at.HaltTurn(reason="x")) == ()
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("a"), call("b")])
+    driver.ack()
+    assert driver.send(at.HaltTurn(reason="Loop protection: the same call repeated.")) == (
+        at.CancelTool(call_id="a"),)
+    driver.send(at.ToolFinished(call_id="a", output="partial", cancelled=True))
+    driver.ack()
+    outcome = ended(driver)
+    assert outcome.kind is OutcomeKind.HALTED
+    assert outcome.message == "Loop protection: the same call repeated."
+    assert [(r.call_id, r.status) for r in results(driver)] == [
+        ("a", ToolResultStatus.CANCELLED), ("b", ToolResultStatus.SKIPPED)]

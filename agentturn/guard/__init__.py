@@ -1,12 +1,23 @@
 """The Daemon Todo Stop Guard: bounded, trusted automatic continuation of unfinished todo work.
 
+Theory of operation
+-------------------
 A pure part, usable alone: build :class:`GuardState` from a :class:`GuardConfig` when a session
-is created, feed it the session's facts with :func:`reduce`, and carry out its decisions. The
-session composes it with stop ordering, the daemon FIFO and background work.
+is created, feed it the session's facts (:data:`GuardEvent`) with :func:`reduce`, and carry out
+its decisions (:data:`GuardCommand`). The session composes it with stop ordering, the daemon FIFO
+and background work: :func:`decide` tells what a natural stop would do without changing anything,
+and :func:`holds_automatic_turns` whether automatic turns and follow-up suggestions must wait.
 """
 
 from .envelope import TodoCounts, parse_todo_envelope
-from .reducer import Decision, GuardDecision, decide, reduce
+from .reducer import (
+    Decision,
+    DecisionReason,
+    GuardDecision,
+    decide,
+    holds_automatic_turns,
+    reduce,
+)
 from .state import GUARD_GRAPH, GuardConfig, GuardPhase, GuardState, LoopOwner
 from .texts import (
     DISCRETE_MARKER,
@@ -26,6 +37,7 @@ __all__ = [
     "GUARD_SOURCE",
     "MAX_ATTEMPTS",
     "Decision",
+    "DecisionReason",
     "GuardChunkMeta",
     "GuardConfig",
     "GuardDecision",
@@ -36,6 +48,7 @@ __all__ = [
     "continuation_text",
     "decide",
     "exhaustion_text",
+    "holds_automatic_turns",
     "is_guard_prompt",
     "parse_todo_envelope",
     "reduce",

@@ -9,6 +9,10 @@ string ``id``, a string ``content`` and a ``status`` of ``pending``, ``in_progre
 ``completed``. Anything else rejects the whole envelope and changes nothing. Extra keys are allowed
 (a newer tool may add ``priority``); wrong types, unknown statuses and missing keys are not.
 
+The parser is total, like the reducer that calls it: a mapping whose own methods raise (a broken
+or hostile object a host passed through) is rejected whole too, never raised through
+``guard.reduce``.
+
 The parser returns counts only. Todo text never leaves this function (OB-4): the guard's state,
 commands and telemetry are built from :class:`TodoCounts`, which has no room for it.
 """
@@ -35,6 +39,13 @@ class TodoCounts:
 
 def parse_todo_envelope(envelope: object) -> TodoCounts | None:
     """Counts of a well-formed envelope, or ``None`` when anything about it is off."""
+    try:
+        return _parse(envelope)
+    except Exception:  # a Mapping whose get/__getitem__ raises: malformed, rejected whole
+        return None
+
+
+def _parse(envelope: object) -> TodoCounts | None:
     if not isinstance(envelope, Mapping):
         return None
     if type(envelope.get("type")) is not str or envelope["type"] != "todo_list":

@@ -7,20 +7,25 @@ The guard is decided once, when a session is created (SG-C2): :class:`GuardConfi
 event is accepted and changes nothing, so the session behaves exactly as without it (SG-C6).
 
 Otherwise the guard follows one *work chain* at a time. A chain starts unarmed (a new ordinary
-prompt, a retry after trust was cleared, an unrelated automatic turn); a trusted todo-write result
-arms it with the unfinished count. At a natural stop an armed chain with unfinished items may
-continue, at most :data:`~agentturn.guard.texts.MAX_ATTEMPTS` times per stage; an attempt is
-decided (``CONTINUING``) and committed only when its stream opens (SG-B3). Errors pause the chain
-(``PAUSED``), hard paths and exhaustion suspend it (``SUSPENDED``), a complete FIFO prompt makes
-it wait for that prompt (``AWAITING_PROMPT``), and trust-clearing lifecycle events drop it
-(``NO_CHAIN``). The graph below is the one place these moves are declared.
+prompt, a retry after trust was cleared, an automatic turn nothing holds back); a trusted
+todo-write result arms it with the unfinished count. At a natural stop an armed chain with
+unfinished items may continue, at most :data:`~agentturn.guard.texts.MAX_ATTEMPTS` times per
+stage; an attempt is decided (``CONTINUING``) and committed only when its stream opens (SG-B3).
+Errors pause the chain (``PAUSED``), hard paths and exhaustion suspend it (``SUSPENDED``), a
+complete FIFO prompt makes it wait for that prompt (``AWAITING_PROMPT``), and trust-clearing
+lifecycle events drop it (``NO_CHAIN``). Approval plan mode is a chain boundary (``PLAN``): it
+clears trust, and after it the guard waits, in ``NO_CHAIN``, for a new prompt or automatic turn
+(SG-C3, SG-A13). The graph below is the one place these moves are declared.
 
-The state holds counts and flags only, never todo text (OB-4), and is never persisted (SG-A12).
+Rules this module keeps: the state holds counts, flags and at most three ids (the live turn, the
+open todo-write call, the one superseded turn), never todo text (OB-4), so it stays bounded; it
+is never persisted (SG-A12).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import attrs
 
@@ -30,15 +35,11 @@ from .vocabulary import ApprovalMode
 
 __all__ = [
     "GUARD_GRAPH",
-    "SEEN_CALLS_KEPT",
     "GuardConfig",
     "GuardPhase",
     "GuardState",
     "LoopOwner",
 ]
-
-#: How many recent todo-write call ids a chain remembers to refuse duplicates (bounded state).
-SEEN_CALLS_KEPT = 32
 
 
 class GuardPhase(enum.Enum):
@@ -46,8 +47,10 @@ class GuardPhase(enum.Enum):
 
     #: Not enabled for this session (setting off, not a daemon, safe or bare mode): inert.
     OFF = "off"
-    #: No work chain: before the first prompt, or after trust was cleared.
+    #: No work chain: before the first prompt, after trust was cleared, or after Plan mode.
     NO_CHAIN = "no_chain"
+    #: Approval plan mode: nothing arms, no chain starts, nothing continues (SG-C3).
+    PLAN = "plan"
     #: A work chain runs (armed or not).
     ACTIVE = "active"
     #: A guard-attributable stream was asked for and has not opened yet.
@@ -70,20 +73,28 @@ class LoopOwner(enum.Enum):
 
 
 G = GuardPhase
+#: The phases of an enabled guard outside Plan mode.
 _CHAIN = [G.NO_CHAIN, G.ACTIVE, G.CONTINUING, G.PAUSED, G.SUSPENDED, G.AWAITING_PROMPT]
-_NOT_CONTINUING = [phase for phase in _CHAIN if phase is not G.CONTINUING]
+#: The phases where no guard-attributable stream is pending (tools and stops happen here).
+_SETTLED = [G.PLAN, *(phase for phase in _CHAIN if phase is not G.CONTINUING)]
 
 _EVERYWHERE = (
-    "ClientAttached", "ModelChanged", "ApprovalModeChanged", "SettingsChanged",
-    "TodoArgumentsObserved", "TodoHistoryReplayed", "TodoDiskStateLoaded",
-    "SubagentTodoObserved", "ForegroundPromptSettled", "BackgroundResult",
+    "ClientAttached", "ModelChanged", "SettingsChanged", "TodoArgumentsObserved",
+    "TodoHistoryReplayed", "TodoDiskStateLoaded", "SubagentTodoObserved",
+    "ForegroundPromptSettled", "BackgroundResult",
 )
 _ALL_EVENTS = (
-    *_EVERYWHERE, "OrdinaryPromptStarted", "AutomaticTurnStarted", "MidTurnMessage",
-    "RetryOrContinue", "TodoWriteResult", "NaturalStop", "GuardStreamOpened",
-    "GuardStreamNotOpened", "OrdinaryStreamOpened", "ToolResultsReady", "RequestErrored",
-    "HardStop", "TrustCleared", "QueuedPromptAborted",
+    *_EVERYWHERE, "ApprovalModeChanged", "OrdinaryPromptStarted", "AutomaticTurnStarted",
+    "MidTurnMessage", "RetryOrContinue", "TodoWriteStarted", "TodoWriteResult", "NaturalStop",
+    "GuardStreamOpened", "GuardStreamNotOpened", "OrdinaryStreamOpened", "ToolResultsReady",
+    "RequestErrored", "HardStop", "TrustCleared", "QueuedPromptAborted",
 )
+
+
+def _stay(name: str, phases: Sequence[GuardPhase]) -> list[tuple[str, list[G], list[G]]]:
+    """Self-loops: ``name`` is accepted in each of ``phases`` and leaves it where it is."""
+    return [(name, [phase], [phase]) for phase in phases]
+
 
 GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
     "todo_stop_guard",
@@ -91,36 +102,40 @@ GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
     GuardPhase.NO_CHAIN,
     [
         *[(name, [G.OFF], [G.OFF]) for name in _ALL_EVENTS],
-        *[(name, [phase], [phase]) for name in _EVERYWHERE for phase in _CHAIN],
+        *[edge for name in _EVERYWHERE for edge in _stay(name, [G.PLAN, *_CHAIN])],
         ("BackgroundResult", [G.PAUSED], [G.ACTIVE]),
+        # Plan mode is a chain boundary; a change between non-Plan modes changes nothing.
+        *[("ApprovalModeChanged", [phase], [phase, G.PLAN]) for phase in _CHAIN],
+        ("ApprovalModeChanged", [G.PLAN], [G.PLAN, G.NO_CHAIN]),
         ("OrdinaryPromptStarted", _CHAIN, [G.ACTIVE]),
-        ("AutomaticTurnStarted", _CHAIN, [G.ACTIVE]),
-        ("AutomaticTurnStarted", [G.SUSPENDED], [G.SUSPENDED]),
-        ("AutomaticTurnStarted", [G.AWAITING_PROMPT], [G.AWAITING_PROMPT]),
+        *_stay("OrdinaryPromptStarted", [G.PLAN]),
+        # A new chain, a kept chain, or (deferred or not revived) no change.
+        *[("AutomaticTurnStarted", [phase], [phase, G.ACTIVE]) for phase in _CHAIN
+          if phase is not G.AWAITING_PROMPT],
+        *_stay("AutomaticTurnStarted", [G.PLAN, G.AWAITING_PROMPT]),
         ("MidTurnMessage", [G.ACTIVE, G.PAUSED], [G.ACTIVE]),
-        ("MidTurnMessage", [G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT],
-         [G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
+        *_stay("MidTurnMessage", [G.PLAN, G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
         ("RetryOrContinue", [G.NO_CHAIN, G.ACTIVE, G.PAUSED], [G.ACTIVE]),
-        ("RetryOrContinue", [G.SUSPENDED], [G.SUSPENDED]),
-        ("RetryOrContinue", [G.AWAITING_PROMPT], [G.AWAITING_PROMPT]),
-        *[("TodoWriteResult", [phase], [phase]) for phase in _NOT_CONTINUING],
-        *[("NaturalStop", [phase], [phase]) for phase in _NOT_CONTINUING],
+        *_stay("RetryOrContinue", [G.PLAN, G.SUSPENDED, G.AWAITING_PROMPT]),
+        *_stay("TodoWriteStarted", _SETTLED),
+        *_stay("TodoWriteResult", _SETTLED),
+        *_stay("NaturalStop", _SETTLED),
         ("NaturalStop", [G.ACTIVE], [G.CONTINUING, G.SUSPENDED, G.AWAITING_PROMPT]),
         ("GuardStreamOpened", [G.CONTINUING], [G.ACTIVE]),
         ("GuardStreamNotOpened", [G.CONTINUING], [G.SUSPENDED]),
-        *[("OrdinaryStreamOpened", [phase], [phase]) for phase in _NOT_CONTINUING],
-        *[("ToolResultsReady", [phase], [phase]) for phase in _NOT_CONTINUING],
+        *_stay("OrdinaryStreamOpened", _SETTLED),
+        *_stay("ToolResultsReady", _SETTLED),
         ("ToolResultsReady", [G.ACTIVE], [G.CONTINUING, G.SUSPENDED]),
         ("RequestErrored", [G.ACTIVE, G.CONTINUING, G.PAUSED], [G.PAUSED]),
-        ("RequestErrored", [G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT],
-         [G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
+        *_stay("RequestErrored", [G.PLAN, G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
         ("HardStop", [G.ACTIVE, G.CONTINUING, G.PAUSED, G.SUSPENDED, G.AWAITING_PROMPT],
          [G.SUSPENDED]),
-        ("HardStop", [G.NO_CHAIN], [G.NO_CHAIN]),
+        *_stay("HardStop", [G.PLAN, G.NO_CHAIN]),
         ("TrustCleared", _CHAIN, [G.NO_CHAIN]),
+        *_stay("TrustCleared", [G.PLAN]),
         ("QueuedPromptAborted", [G.AWAITING_PROMPT], [G.NO_CHAIN, G.AWAITING_PROMPT]),
-        *[("QueuedPromptAborted", [phase], [phase]) for phase in _CHAIN
-          if phase is not G.AWAITING_PROMPT],
+        *_stay("QueuedPromptAborted", [G.PLAN, *(phase for phase in _CHAIN
+                                                  if phase is not G.AWAITING_PROMPT)]),
     ],
 )
 
@@ -151,13 +166,17 @@ class GuardState(State):
     """The guard of one session. Build it with :meth:`create`; it is never persisted."""
 
     phase: GuardPhase
-    #: Approval plan mode is on: the guard never continues then (SG-C3).
-    plan_mode: bool = False
     #: The number of the current work chain (0 before the first).
     chain: int = 0
     #: The live turn whose todo-write results may arm the guard (SG-A14).
     live_turn: str = ""
-    armed: bool = False
+    #: The one turn a lifecycle event invalidated: it never arms again, even in a retry (SG-A14).
+    superseded_turn: str = ""
+    #: The built-in todo-write call that started and has no result yet; "" when none (SG-A3).
+    open_call: str = ""
+    #: A trusted todo list arrived in this chain (armed or not).
+    listed: bool = False
+    #: Unfinished items of the newest trusted list; the chain is armed while this is above 0.
     unfinished: int = 0
     #: Attempts committed in the current stage (SG-B1, SG-B3).
     attempts: int = 0
@@ -169,16 +188,22 @@ class GuardState(State):
     pending_hook_reason: str | None = None
     #: Who the current primary stream, and so its tool loop, is attributed to.
     loop: LoopOwner = LoopOwner.NONE
-    #: Recent todo-write call ids of this chain, to refuse duplicates (SG-A3).
-    seen_calls: tuple[str, ...] = ()
     #: An invalidated foreground turn whose settling releases automatic queues (SG-A15).
     release_on_settle: str = ""
 
+    @property
+    def armed(self) -> bool:
+        """The chain is armed: its newest trusted todo list has unfinished items (SG-A1, SG-A5)."""
+        return self.unfinished > 0
+
     @classmethod
     def create(cls, config: GuardConfig | None = None) -> GuardState:
-        """The guard of a new session, decided from ``config`` once (SG-C2)."""
+        """The guard of a new session, decided from ``config`` once (SG-C2, SG-C3)."""
         config = GuardConfig() if config is None else config
         if not isinstance(config, GuardConfig):
             raise FieldError("GuardState.create needs a GuardConfig")
-        return cls(phase=GuardPhase.NO_CHAIN if config.enabled else GuardPhase.OFF,
-                   plan_mode=config.approval_mode is ApprovalMode.PLAN)
+        if not config.enabled:
+            return cls(phase=GuardPhase.OFF)
+        if config.approval_mode is ApprovalMode.PLAN:
+            return cls(phase=GuardPhase.PLAN)
+        return cls(phase=GuardPhase.NO_CHAIN)

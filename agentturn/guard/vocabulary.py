@@ -1,20 +1,54 @@
 """The todo stop guard's events and commands.
 
+Theory of operation
+-------------------
 Events are facts the session reports; commands are the guard's decisions. None of them carries
 todo text (OB-4): the only event that holds a todo list is :class:`TodoWriteResult`, whose
 envelope the guard reduces to counts at once. The untrusted places a todo list can be seen
 (tool-call arguments, replayed history, disk state, sub-agents) are distinct events so a host can
 show them to the guard, and the tests can show they change nothing (SG-A3).
+
+Every field validates on construction (an id is a non-empty str, every str is encodable as
+UTF-8, a Stop-hook reason is not blank), so an invalid event never reaches the reducer.
+
+Commands come in two kinds. Two of them are an :class:`~agentturn.AwaitingCommand`, answered by
+an event; at most one is outstanding at a time, so they carry no id (``answer_id`` is ``None``):
+
+===========================  =================================================================
+command                      answered by
+===========================  =================================================================
+``ContinueWithGuardPrompt``  ``GuardStreamOpened`` / ``GuardStreamNotOpened`` /
+                             ``RequestErrored`` / ``HardStop``
+``SendToolResults``          ``GuardStreamOpened`` / ``GuardStreamNotOpened`` (guard sponsor),
+                             ``OrdinaryStreamOpened`` (other sponsors), ``RequestErrored`` /
+                             ``HardStop``
+===========================  =================================================================
+
+An event that ends the chain first (a trust-clearing event, Approval plan mode, a new ordinary
+prompt, a related automatic turn) withdraws a pending continuation: the host drops it then. Every
+other command is a :class:`~agentturn.Notice`. :data:`GuardEvent` and :data:`GuardCommand`
+are the unions of every guard event and command, for an exhaustive ``match``.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from .._base import Command, Event, is_bool, is_id, is_str, non_negative, one_of, optional
+from .._base import (
+    AwaitingCommand,
+    Event,
+    Notice,
+    is_bool,
+    is_id,
+    is_str,
+    non_negative,
+    not_blank,
+    one_of,
+    optional,
+)
 from .texts import GuardChunkMeta
 
 __all__ = [
@@ -25,9 +59,12 @@ __all__ = [
     "BackgroundResult",
     "ClientAttached",
     "ContinueWithGuardPrompt",
+    "DeferAutomaticTurn",
     "EmitAgentMessageChunk",
     "ErrorKind",
     "ForegroundPromptSettled",
+    "GuardCommand",
+    "GuardEvent",
     "GuardStreamNotOpened",
     "GuardStreamOpened",
     "HardStop",
@@ -55,6 +92,7 @@ __all__ = [
     "TodoDiskStateLoaded",
     "TodoHistoryReplayed",
     "TodoWriteResult",
+    "TodoWriteStarted",
     "ToolOrigin",
     "ToolResultsReady",
     "TrustCleared",
@@ -79,7 +117,12 @@ class MidTurnMessage(Event):
 
 @attrs.frozen(kw_only=True)
 class RetryOrContinue(Event):
-    """The user explicitly retried or continued after an error (SG-A8, SG-S2)."""
+    """The user explicitly retried or continued after an error (SG-A8, SG-S2).
+
+    A retried request gets a new turn id to be trusted again: a turn id that a lifecycle event
+    invalidated (``TrustCleared.invalidated_turn_id``) never arms the guard, even in a retry
+    (SG-A14).
+    """
 
     #: The turn the retry runs in; its todo-write results are the live ones.
     turn_id: str = attrs.field(validator=is_id)
@@ -102,7 +145,12 @@ class AutomaticTurnKind(enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class AutomaticTurnStarted(Event):
-    """A cron or notification turn starts (SG-A10)."""
+    """A cron or notification turn starts (SG-A10, BG-5).
+
+    While the guard holds automatic turns (:func:`~agentturn.guard.holds_automatic_turns`) an
+    unrelated one is answered with :class:`DeferAutomaticTurn` and changes nothing; the session
+    starts it again after :class:`ReleaseAutomaticQueues`.
+    """
 
     turn_id: str = attrs.field(validator=is_id)
     kind: AutomaticTurnKind = attrs.field(validator=one_of(AutomaticTurnKind))
@@ -132,9 +180,26 @@ class ObservationPoint(enum.Enum):
 
 
 @attrs.frozen(kw_only=True)
+class TodoWriteStarted(Event):
+    """A built-in todo-write call started in ``turn_id`` (SG-A3).
+
+    Tools run one at a time (TL-4), so the guard keeps at most one open todo-write call: each
+    start replaces the one before. Only the result that answers the open call can be trusted.
+    """
+
+    call_id: str = attrs.field(validator=is_id)
+    turn_id: str = attrs.field(validator=is_id)
+
+
+@attrs.frozen(kw_only=True)
 class TodoWriteResult(Event):
-    """A todo-write tool result observed live. Only a successful, top-level, first-of-its-id
-    built-in result at ``AFTER_STATUS`` with a valid envelope arms or disarms (SG-A1)."""
+    """A todo-write tool result observed live.
+
+    Only a successful, top-level, built-in result at ``AFTER_STATUS`` with a valid envelope that
+    answers the open call (:class:`TodoWriteStarted`) of the live turn arms or disarms (SG-A1).
+    Any result for the open call closes it, so a second report of the same call (a duplicate, or
+    a failure re-reported as a success) finds nothing open and changes nothing (SG-A3).
+    """
 
     call_id: str = attrs.field(validator=is_id)
     #: The live turn the call belongs to; results of an invalidated turn are ignored (SG-A14).
@@ -190,7 +255,8 @@ class NaturalStop(Event):
     #: Relevant background input exists (BG-2): the guard waits for it.
     relevant_background: bool = attrs.field(default=False, validator=is_bool)
     #: The reason of an external Stop hook that blocks this same stop, to coalesce (SO-8).
-    hook_reason: str | None = attrs.field(default=None, validator=optional(is_str))
+    #: ``None`` when no hook blocks it; a blank reason is refused (SG-B9).
+    hook_reason: str | None = attrs.field(default=None, validator=optional(not_blank))
 
 
 @attrs.frozen(kw_only=True)
@@ -251,6 +317,9 @@ class HardStopKind(enum.Enum):
     STOP_HOOK_CAP = "stop_hook_cap"
     GRACE_EXPIRED = "acp_grace_expired"
     RESOURCE_LIMIT = "daemon_resource_limit"
+    #: Compacting the prompt of an ordinary request failed: the turn cannot be retried, so the
+    #: chain cannot resume and must not hold automatic queues (SG-B9).
+    COMPACTION_FAILED = "compaction_failed"
 
 
 @attrs.frozen(kw_only=True)
@@ -281,7 +350,8 @@ class TrustCleared(Event):
     """A trust-clearing lifecycle event happened (SG-A12)."""
 
     kind: TrustClearingKind = attrs.field(validator=one_of(TrustClearingKind))
-    #: The live foreground turn it invalidated, if one was running (SG-A14, SG-A15).
+    #: The live foreground turn it invalidated, if one was running. That turn id is never trusted
+    #: again (SG-A14), and automatic queues stay held until it settles (SG-A15).
     invalidated_turn_id: str | None = attrs.field(default=None, validator=optional(is_id))
 
 
@@ -323,7 +393,11 @@ class ApprovalMode(enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class ApprovalModeChanged(Event):
-    """The approval mode changed (SG-A13, SG-C3)."""
+    """The approval mode changed (SG-A13, SG-C3).
+
+    Into Plan: the guard enters ``PLAN`` and clears its trust. Out of Plan: no chain until an
+    ordinary prompt or automatic turn starts one. Between non-Plan modes: nothing changes.
+    """
 
     mode: ApprovalMode = attrs.field(validator=one_of(ApprovalMode))
 
@@ -339,24 +413,26 @@ class SettingsChanged(Event):
 
 
 @attrs.frozen(kw_only=True)
-class StartWorkChain(Command):
+class StartWorkChain(Notice):
     """A new work chain begins: snapshot the background baseline now (BG-1, SG-A7, SG-A8)."""
 
     chain: int = attrs.field(validator=non_negative)
 
 
 @attrs.frozen(kw_only=True)
-class ContinueWithGuardPrompt(Command):
+class ContinueWithGuardPrompt(AwaitingCommand):
     """Open one more primary stream with ``text`` as a user-role message (OB-1).
 
     When an external Stop hook blocks the same stop, ``hook_reason`` goes in the same model call
     (SO-8); the hook's counter is the session's, the guard's attempt is this one.
     """
 
+    answered_by: ClassVar[tuple[str, ...]] = (
+        "GuardStreamOpened", "GuardStreamNotOpened", "RequestErrored", "HardStop")
     attempt: int = attrs.field(validator=non_negative)
     unfinished: int = attrs.field(validator=non_negative)
     text: str = attrs.field(validator=is_str)
-    hook_reason: str | None = attrs.field(default=None, validator=optional(is_str))
+    hook_reason: str | None = attrs.field(default=None, validator=optional(not_blank))
 
 
 class Sponsor(enum.Enum):
@@ -371,8 +447,16 @@ class Sponsor(enum.Enum):
 
 
 @attrs.frozen(kw_only=True)
-class SendToolResults(Command):
-    """Send the tool results in a follow-up stream, without another guard prompt (SG-B6)."""
+class SendToolResults(AwaitingCommand):
+    """Send the tool results in a follow-up stream, without another guard prompt (SG-B6).
+
+    A guard-sponsored send is answered like a continuation (``GuardStreamOpened`` commits its
+    attempt); the other sponsors' stream is an ``OrdinaryStreamOpened``.
+    """
+
+    answered_by: ClassVar[tuple[str, ...]] = (
+        "GuardStreamOpened", "GuardStreamNotOpened", "OrdinaryStreamOpened", "RequestErrored",
+        "HardStop")
 
     sponsor: Sponsor = attrs.field(validator=one_of(Sponsor))
     #: The guard attempt this send will commit when its stream opens, if the guard sponsors it.
@@ -380,14 +464,14 @@ class SendToolResults(Command):
 
 
 @attrs.frozen(kw_only=True)
-class KeepToolResults(Command):
+class KeepToolResults(Notice):
     """Keep the executed results, but open no further stream: no third attempt (SG-B5)."""
 
     reason: str = attrs.field(validator=is_str)
 
 
 @attrs.frozen(kw_only=True)
-class EmitAgentMessageChunk(Command):
+class EmitAgentMessageChunk(Notice):
     """Emit one discrete, replayable ``agent_message_chunk`` for a committed attempt (OB-2)."""
 
     text: str = attrs.field(validator=is_str)
@@ -395,19 +479,53 @@ class EmitAgentMessageChunk(Command):
 
 
 @attrs.frozen(kw_only=True)
-class ReportGuardExhausted(Command):
+class ReportGuardExhausted(Notice):
     """Show the exhaustion message, once per chain (OB-3)."""
 
     text: str = attrs.field(validator=is_str)
 
 
 @attrs.frozen(kw_only=True)
-class HookMayContinue(Command):
+class HookMayContinue(Notice):
     """The guard chain is suspended, but the coalesced hook may continue on its own (SG-B9)."""
 
-    reason: str = attrs.field(validator=is_str)
+    reason: str = attrs.field(validator=not_blank)
 
 
 @attrs.frozen(kw_only=True)
-class ReleaseAutomaticQueues(Command):
-    """Release deferred automatic (cron, notification) queues (SG-A15, SO-4)."""
+class ReleaseAutomaticQueues(Notice):
+    """Release deferred automatic (cron, notification) queues (SG-A15, SO-4, BG-5).
+
+    Emitted exactly when a step ends the guard's hold on automatic turns: before the step
+    :func:`~agentturn.guard.holds_automatic_turns` was true, after it false.
+    """
+
+
+@attrs.frozen(kw_only=True)
+class DeferAutomaticTurn(Notice):
+    """Hold this automatic turn and start it after the next :class:`ReleaseAutomaticQueues`.
+
+    The guard's chain can still resume, or a complete FIFO prompt has priority (BG-5, SO-2);
+    the guard's state did not change. Coalescing recurring cron fires is the session's (BG-6).
+    """
+
+    turn_id: str = attrs.field(validator=is_id)
+    kind: AutomaticTurnKind = attrs.field(validator=one_of(AutomaticTurnKind))
+
+
+#: Every event the todo stop guard accepts, for an exhaustive ``match``.
+GuardEvent = (
+    OrdinaryPromptStarted | MidTurnMessage | RetryOrContinue | BackgroundResult
+    | AutomaticTurnStarted | TodoWriteStarted | TodoWriteResult | TodoArgumentsObserved
+    | TodoHistoryReplayed | TodoDiskStateLoaded | SubagentTodoObserved | NaturalStop
+    | GuardStreamOpened | GuardStreamNotOpened | OrdinaryStreamOpened | ToolResultsReady
+    | RequestErrored | HardStop | TrustCleared | ForegroundPromptSettled | QueuedPromptAborted
+    | ClientAttached | ModelChanged | ApprovalModeChanged | SettingsChanged
+)
+
+#: Every command the todo stop guard returns, for an exhaustive ``match``.
+GuardCommand = (
+    StartWorkChain | ContinueWithGuardPrompt | SendToolResults | KeepToolResults
+    | EmitAgentMessageChunk | ReportGuardExhausted | HookMayContinue | ReleaseAutomaticQueues
+    | DeferAutomaticTurn
+)
