@@ -11,8 +11,9 @@ import pytest
 
 import agentturn as at
 from agentturn import lead, titles
+from agentturn.session import SESSION_GRAPH
 
-GRAPHS = [at.TURN_GRAPH, at.LEAD_GRAPH, at.TITLE_GRAPH, at.guard.GUARD_GRAPH]
+GRAPHS = [at.TURN_GRAPH, at.LEAD_GRAPH, at.TITLE_GRAPH, at.guard.GUARD_GRAPH, SESSION_GRAPH]
 
 
 def mermaid_edges(text: str) -> set[tuple[str, str, str]]:
@@ -169,6 +170,6 @@ def test_parts_are_usable_alone() -> None:
     queue = lead.open_admission(lead.LeadQueue.create("c"))
     queue, commands = lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="hi"))
     assert [type(c) for c in commands] == [at.LeadAccepted, at.SaveLead]
-    title = titles.TitleState()
-    title, commands = titles.request_if_due(title, "c", titles.TitleTrigger.USABLE_RESPONSE)
-    assert commands == (at.RequestTitle(chat_id="c"),)
+    title = titles.TitleState.create("c")
+    title, commands = titles.request_if_due(title, titles.TitleTrigger.USABLE_RESPONSE)
+    assert commands == (at.RequestTitle(chat_id="c", request_id="c/title-1"),)

@@ -55,10 +55,27 @@ def test_the_demo_script_is_valid_end_to_end() -> None:
     assert state.phase is at.TurnPhase.IDLE
 
 
-@pytest.mark.parametrize("part", ["turn", "lead", "titles", "guard"])
+@pytest.mark.parametrize("part", ["turn", "lead", "titles", "guard", "session"])
 def test_the_command_line_prints_diagrams(part: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``agentturn diagram PART`` prints Mermaid."""
     from agentturn.__main__ import main
 
     assert main(["diagram", part]) == 0
     assert "stateDiagram-v2" in capsys.readouterr().out
+
+
+def test_the_daemon_scene_tells_the_stop_order() -> None:
+    """req: OB-1, OB-3, SO-2 — the daemon scene shows two guard continuations committed when
+    their streams open, the exhaustion message once, and a queued prompt that takes priority
+    over the armed guard at the next stop and runs next."""
+    from agentturn.demo_daemon import daemon_timeline
+
+    text = daemon_timeline()
+    lines = text.splitlines()
+    first = lambda needle: next(i for i, line in enumerate(lines) if needle in line)  # noqa: E731
+    assert "attempt 1 of 2" in text and "attempt 2 of 2" in text
+    assert text.count("Automatic continuation stopped after 2 attempts") == 1
+    assert first("attempt 2 of 2") < first("Automatic continuation stopped")
+    assert first("hasQueuedPrompt True") < first("a queued prompt has priority")
+    assert first("a queued prompt has priority") < first("user message q1m")
+    assert text.count("Publish guard chunk") == 2  # nothing continued once the queue had priority
