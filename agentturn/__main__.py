@@ -1,30 +1,122 @@
-"""Command line: ``agentturn demo`` prints a scripted turn; ``agentturn diagram`` draws a graph."""
+"""Command line: the demo, trace checking and explaining, and the phase diagrams.
+
+``agentturn demo [--trace FILE] [--daemon-trace FILE]`` prints the scripted turn and the daemon
+scene (and writes their traces); ``agentturn check FILE`` replays a trace and compares its
+commands with the spec's (exit 0: they agree; 1: they differ or a rule is broken; 2: the trace
+is unreadable, truncated, reordered, edited or of another format version); ``agentturn explain
+FILE`` tells a trace's story in plain words; ``agentturn diagram [PART]`` draws a phase graph.
+"""
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 from typing import Any
 
 __all__ = ["main"]
 
 
+def _write(path: str, lines: Any) -> None:
+    pathlib.Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import steps, timeline
+    from .demo_daemon import daemon_config, daemon_scene
+
+    text, pairs = daemon_scene()
+    print(timeline())
+    print(text)
+    if args.trace or args.daemon_trace:
+        from . import trace
+        from .turn_state import TurnState
+
+        if args.trace:
+            config = TurnState.create("chat-1").config
+            _write(args.trace, trace.write_trace("turn", config, steps(), chat_id="chat-1"))
+        if args.daemon_trace:
+            _write(args.daemon_trace, trace.write_trace("session", daemon_config(), pairs))
+    return 0
+
+
+def _read(path: str) -> Any:
+    from . import trace
+
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise trace.TraceError(f"cannot read {path}: {error}") from None
+    return trace.read_trace(text)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from . import trace
+    from .check import check
+
+    try:
+        recorded = _read(args.file)
+    except trace.TraceError as error:
+        print(f"rejected: {error}", file=sys.stderr)
+        return 2
+    report = check(recorded)
+    status = 0 if report.ok else 1
+    if not recorded.intact:
+        print("rejected: the trace was edited after it was written (its end record's digest "
+              "does not match its lines)", file=sys.stderr)
+        status = 2
+    divergence = report.divergence
+    if divergence is not None:
+        print(f"step {divergence.step}: the commands differ from the spec's", file=sys.stderr)
+        print(f"  event:    {divergence.event!r}", file=sys.stderr)
+        if divergence.refused:
+            print(f"  expected: the reducer refuses it: {divergence.refused}", file=sys.stderr)
+        else:
+            print(f"  expected: {list(divergence.expected)!r}", file=sys.stderr)
+        print(f"  recorded: {list(divergence.recorded)!r}", file=sys.stderr)
+    for rule in report.broken:
+        print(f"broken rule: {rule}", file=sys.stderr)
+    if status == 0:
+        print(f"ok: the {report.steps} steps of this {recorded.part} trace agree with the spec "
+              f"(written by agentturn {recorded.library_version})")
+    return status
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from . import trace
+    from .explain import explain
+
+    try:
+        recorded = _read(args.file)
+    except trace.TraceError as error:
+        print(f"rejected: {error}", file=sys.stderr)
+        return 2
+    print(explain(recorded))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``agentturn`` command."""
-    parser = argparse.ArgumentParser(prog="agentturn", description=__doc__)
+    parser = argparse.ArgumentParser(prog="agentturn", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="print one scripted turn as a timeline of events and commands")
+    demo = commands.add_parser("demo", help="print a scripted turn and a daemon scene")
+    demo.add_argument("--trace", metavar="FILE", help="write the turn's trace to FILE")
+    demo.add_argument("--daemon-trace", metavar="FILE",
+                      help="write the daemon scene's trace to FILE")
+    check = commands.add_parser("check", help="replay a trace and compare it with the spec")
+    check.add_argument("file", metavar="FILE")
+    explain = commands.add_parser("explain", help="tell a trace's story in plain words")
+    explain.add_argument("file", metavar="FILE")
     diagram = commands.add_parser("diagram", help="print a part's phase graph as Mermaid")
     diagram.add_argument("part", nargs="?", default="turn",
                          choices=["turn", "lead", "titles", "guard", "session"])
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import timeline
-        from .demo_daemon import daemon_timeline
-
-        print(timeline())
-        print(daemon_timeline())
-        return 0
+        return _demo(args)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "explain":
+        return _explain(args)
     from . import LEAD_GRAPH, TITLE_GRAPH, TURN_GRAPH, PhaseGraph
     from .guard import GUARD_GRAPH
     from .session import SESSION_GRAPH

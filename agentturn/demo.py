@@ -45,7 +45,7 @@ from .events import (
 from .records import ResponseRecord, ToolCall, ToolResultRecord, UserMessageRecord
 from .turn import TurnState, reduce
 
-__all__ = ["SCRIPT", "describe_command", "describe_event", "timeline"]
+__all__ = ["SCRIPT", "describe_command", "describe_event", "steps", "timeline"]
 
 _READ = ToolCall(call_id="call-1", name="read_file", arguments='{"path": "app/config.py"}')
 _WRITE = ToolCall(call_id="call-2", name="write_file", needs_permission=True,
@@ -151,6 +151,17 @@ _NOTES = {
         "is recorded as skipped",
     17: "the model reads the Lead before any further action",
 }
+
+
+def steps(script: Iterable[tuple[str, Event]] = SCRIPT, chat_id: str = "chat-1"
+          ) -> list[tuple[Event, tuple[Command, ...]]]:
+    """The scripted turn as (event, commands) pairs, for a trace."""
+    state = TurnState.create(chat_id)
+    pairs = []
+    for _, event in script:
+        state, commands = reduce(state, event)
+        pairs.append((event, commands))
+    return pairs
 
 
 def timeline(script: Iterable[tuple[str, Event]] = SCRIPT, chat_id: str = "chat-1") -> str:

@@ -31,7 +31,7 @@ from .guard import GuardConfig
 from .records import ToolCall
 from .turn_state import TurnConfig
 
-__all__ = ["daemon_timeline"]
+__all__ = ["daemon_config", "daemon_scene", "daemon_timeline"]
 
 _TODO = {"type": "todo_list", "todos": [
     {"id": "1", "content": "port the tokenizer", "status": "completed"},
@@ -88,11 +88,23 @@ def _note(command: Command) -> str:
 
 def daemon_timeline() -> str:
     """The daemon scene as text."""
+    return daemon_scene()[0]
+
+
+def daemon_config() -> Any:
+    """The session configuration of the scene."""
     from . import session as se
 
-    state = se.Session.create(se.SessionConfig(
-        chat_id="chat-2", turn=TurnConfig(auto_title=False),
-        guard=GuardConfig(todo_stop_guard=True, daemon=True)))
+    return se.SessionConfig(chat_id="chat-2", turn=TurnConfig(auto_title=False),
+                            guard=GuardConfig(todo_stop_guard=True, daemon=True))
+
+
+def daemon_scene() -> tuple[str, list[tuple[Event, tuple[Command, ...]]]]:
+    """The daemon scene: its text, and its (event, commands) pairs for a trace."""
+    from . import session as se
+
+    state = se.Session.create(daemon_config())
+    pairs: list[tuple[Event, tuple[Command, ...]]] = []
     responses = deque([
         _say("I'll track this with a todo list.", ToolCall(call_id="tw-1", name="todo_write")),
         _say("The tokenizer is ported."),
@@ -120,6 +132,7 @@ def daemon_timeline() -> str:
         who, event = queue.popleft()
         number += 1
         state, commands = se.reduce(state, event)
+        pairs.append((event, commands))
         lines.append(f"{number:>2}  {who:<8} > {_describe(event)}")
         for command in commands:
             if not isinstance(command, quiet) or isinstance(command, EndTurn):
@@ -146,7 +159,7 @@ def daemon_timeline() -> str:
     lines.append("")
     lines.append(f"usage: {usage.model_calls} model calls, {usage.guard_calls} of them the "
                  "guard's; the guard chunks stay replayable from the event ring.")
-    return "\n".join(lines)
+    return "\n".join(lines), pairs
 
 
 def se_persisted(key: str) -> Event:

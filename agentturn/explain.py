@@ -1,0 +1,187 @@
+"""Explaining a recorded trace in plain words: why each thing happened.
+
+Theory of operation
+-------------------
+:func:`explain` walks a trace's steps and turns the events and commands that carry a decision
+into sentences: why each model call was made (the prompt, tool results, Lead instructions, a
+corrective retry, a guard or Stop-hook continuation), why each tool ran or was not run, when
+each Lead instruction joined, why the guard continued or stopped, and why each turn ended. The
+reasons come from what the reducers recorded (result records carry their reason, outcomes their
+message and raw finish reason), never from guessing: what the trace does not say is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._base import Command, Event
+from .commands import (
+    DecideNaturalStop,
+    EndTurn,
+    ExecuteTool,
+    LeadAccepted,
+    LeadUnapplied,
+    Persist,
+    RequestModelStream,
+    ReturnDraft,
+    SetTitle,
+    StaleAnswerIgnored,
+)
+from .events import (
+    PermissionDecided,
+    Persisted,
+    PromptSubmitted,
+    StopPressed,
+    StreamCompleted,
+)
+from .guard.texts import is_guard_prompt
+from .records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
+from .trace import Trace
+
+__all__ = ["explain"]
+
+
+def _quote(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return f"“{text[:limit]}…”" if len(text) > limit else f"“{text}”"
+
+
+class _Story:
+    """What the narration remembers between steps."""
+
+    def __init__(self) -> None:
+        self.writes: dict[str, tuple[Any, ...]] = {}  # write key -> its records
+        self.last_saved: tuple[Any, ...] = ()
+        self.names: dict[str, str] = {}  # call id -> tool name
+        self.allowed: set[str] = set()
+
+    def why_request(self, request: RequestModelStream) -> str:
+        if request.lead_ids:
+            return f"to give it Lead instruction(s) {', '.join(request.lead_ids)} before " \
+                   "anything else"
+        if request.corrective:
+            return "once more, to correct a malformed tool-call format (the one retry)"
+        users = [r for r in self.last_saved if isinstance(r, UserMessageRecord)]
+        results = [r for r in self.last_saved if isinstance(r, ToolResultRecord)]
+        if users and is_guard_prompt(users[-1].text):
+            return "to continue: the todo stop guard found unfinished todos"
+        if users and "[Todo Stop Guard]" in users[-1].text:
+            return "to continue: a Stop hook blocked and the todo stop guard continued, in " \
+                   "one call"
+        if users and users[-1].message_id.endswith("/continue"):
+            return f"to continue: a Stop hook blocked the stop ({_quote(users[-1].text)})"
+        if results:
+            return "with the tool results just saved"
+        if users:
+            return "for the prompt just saved"
+        return "to go on with the turn"
+
+
+def _event_line(event: Event, story: _Story) -> Iterator[str]:
+    from .session import vocabulary as se
+
+    if isinstance(event, PromptSubmitted):
+        yield f"the user asked {_quote(event.text)} (turn {event.turn_id})."
+    elif isinstance(event, StreamCompleted):
+        calls = ", ".join(f"{c.name} ({c.call_id})" for c in event.tool_calls)
+        what = f"called {calls}" if calls else (
+            f"answered {_quote(event.text)}" if event.text.strip() else "answered nothing")
+        yield f"the model {what} [finish reason {event.finish_reason!r}]."
+    elif isinstance(event, PermissionDecided):
+        story.allowed.add(event.call_id)
+        yield f"the user answered {event.decision.value} for {event.call_id}."
+    elif isinstance(event, StopPressed):
+        yield "the user pressed Stop."
+    elif isinstance(event, se.PromptQueued):
+        yield f"prompt {event.prompt_id} {_quote(event.text)} waits in the daemon FIFO."
+    elif isinstance(event, se.MidTurnDrained):
+        flag = {None: "omitted", True: "yes", False: "no"}[event.has_queued_prompt]
+        yield (f"the client's drain reply: {len(event.messages)} mid-turn message(s), queued "
+               f"prompt: {flag}.")
+    elif isinstance(event, se.StopHookDecided):
+        yield ("the Stop hook blocked: " + _quote(event.reason or "")) if event.block else \
+            "the Stop hook did not block."
+    elif isinstance(event, se.StopHookFailed):
+        yield f"the Stop hook failed ({event.error}); a failing hook never blocks."
+    elif isinstance(event, se.TimerFired):
+        yield f"timer {event.key} ran out."
+    elif isinstance(event, se.AutomaticTurnDue):
+        yield f"a {event.kind.value} wants turn {event.turn_id} ({event.source_id})."
+    elif isinstance(event, se.LifecycleChanged):
+        yield f"{event.kind.value.replace('_', ' ')}: nothing the guard trusted is kept."
+
+
+def _command_line(command: Command, story: _Story) -> Iterator[str]:
+    from .session import vocabulary as se
+    from .session.ring import EntryKind
+
+    if isinstance(command, Persist):
+        story.writes[command.key] = command.records
+        for record in command.records:
+            if isinstance(record, ResponseRecord):
+                for call in record.tool_calls:
+                    story.names[call.call_id] = call.name
+            elif isinstance(record, ToolResultRecord) and record.status is not (
+                    ToolResultStatus.EXECUTED):
+                yield (f"{record.call_id} ({record.name}) was not run "
+                       f"[{record.status.value}]: {record.reason}")
+    elif isinstance(command, RequestModelStream):
+        yield f"asked the model ({command.request_id}) {story.why_request(command)}."
+    elif isinstance(command, ExecuteTool):
+        call = command.call
+        why = " after the user allowed it" if call.call_id in story.allowed else ""
+        yield f"ran {call.name} ({call.call_id}){why}, in the model's order."
+    elif isinstance(command, LeadAccepted):
+        yield f"Lead instruction {command.lead_id} was accepted; it is saved next and joins " \
+              "the turn at the next safe boundary."
+    elif isinstance(command, ReturnDraft):
+        yield f"Lead {command.lead_id}'s text went back to the composer " \
+              f"[{command.reason.value}]: {command.message}"
+    elif isinstance(command, LeadUnapplied):
+        yield f"Lead {command.lead_id} was saved, but the turn ended before the model got it."
+    elif isinstance(command, DecideNaturalStop):
+        yield "the model stopped on its own; the stop order decides what comes next."
+    elif isinstance(command, se.Publish):
+        entry = command.entry
+        meta = dict(entry.meta or {})
+        if entry.kind is EntryKind.GUARD_CHUNK:
+            yield (f"the todo stop guard continued: attempt {meta.get('attempt')} of "
+                   f"{meta.get('maxAttempts')}, {meta.get('unfinishedCount')} todo item(s) "
+                   "unfinished (committed when its stream opened).")
+        elif entry.kind is EntryKind.GUARD_EXHAUSTED:
+            yield f"the todo stop guard stopped: {entry.text}"
+    elif isinstance(command, se.SuppressFollowUpSuggestions):
+        yield f"no follow-up suggestions: {command.reason}."
+    elif isinstance(command, se.Warn):
+        yield f"warning: {command.text}"
+    elif isinstance(command, se.AutomaticTurnDeferred):
+        joined = f" (coalesced into {command.coalesced_into})" if command.coalesced_into else ""
+        yield f"automatic turn {command.turn_id} waits{joined}."
+    elif isinstance(command, SetTitle):
+        yield f"the chat was named {_quote(command.title)}."
+    elif isinstance(command, StaleAnswerIgnored):
+        yield f"a late {command.event} for {command.answer_id} was ignored: {command.reason}."
+    elif isinstance(command, EndTurn):
+        outcome = command.outcome
+        reason = outcome.finish_reason.raw if outcome.finish_reason else "none"
+        yield (f"turn {command.turn_id} ended: {outcome.kind.value} — {outcome.message} "
+               f"[finish reason {reason!r}]" + (" (it can be continued)"
+                                                if outcome.resumable else ""))
+
+
+def explain(trace: Trace) -> str:
+    """The story of a traced session, one numbered step per line that decided something."""
+    story = _Story()
+    lines = [f"The story of this {trace.part} trace ({len(trace.steps)} steps, written by "
+             f"agentturn {trace.library_version}):", ""]
+    for step in trace.steps:
+        if isinstance(step.event, Persisted):
+            story.last_saved = story.writes.pop(step.event.key, ())
+        said = [*_event_line(step.event, story)]
+        for command in step.commands:
+            said.extend(_command_line(command, story))
+        for number, sentence in enumerate(said):
+            prefix = f"{step.number:>4}. " if number == 0 else "      "
+            lines.append(prefix + sentence[0].upper() + sentence[1:])
+    return "\n".join(lines)
