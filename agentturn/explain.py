@@ -82,34 +82,34 @@ def _event_line(event: Event, story: _Story) -> Iterator[str]:
     from .session import vocabulary as se
 
     if isinstance(event, PromptSubmitted):
-        yield f"the user asked {_quote(event.text)} (turn {event.turn_id})."
+        yield f"The user asked {_quote(event.text)} (turn {event.turn_id})."
     elif isinstance(event, StreamCompleted):
         calls = ", ".join(f"{c.name} ({c.call_id})" for c in event.tool_calls)
         what = f"called {calls}" if calls else (
             f"answered {_quote(event.text)}" if event.text.strip() else "answered nothing")
-        yield f"the model {what} [finish reason {event.finish_reason!r}]."
+        yield f"The model {what} [finish reason {event.finish_reason!r}]."
     elif isinstance(event, PermissionDecided):
         story.allowed.add(event.call_id)
-        yield f"the user answered {event.decision.value} for {event.call_id}."
+        yield f"The user answered {event.decision.value} for {event.call_id}."
     elif isinstance(event, StopPressed):
-        yield "the user pressed Stop."
+        yield "The user pressed Stop."
     elif isinstance(event, se.PromptQueued):
-        yield f"prompt {event.prompt_id} {_quote(event.text)} waits in the daemon FIFO."
+        yield f"Prompt {event.prompt_id} {_quote(event.text)} waits in the daemon FIFO."
     elif isinstance(event, se.MidTurnDrained):
         flag = {None: "omitted", True: "yes", False: "no"}[event.has_queued_prompt]
-        yield (f"the client's drain reply: {len(event.messages)} mid-turn message(s), queued "
+        yield (f"The client's drain reply: {len(event.messages)} mid-turn message(s), queued "
                f"prompt: {flag}.")
     elif isinstance(event, se.StopHookDecided):
-        yield ("the Stop hook blocked: " + _quote(event.reason or "")) if event.block else \
-            "the Stop hook did not block."
+        yield ("The Stop hook blocked: " + _quote(event.reason or "")) if event.block else \
+            "The Stop hook did not block."
     elif isinstance(event, se.StopHookFailed):
-        yield f"the Stop hook failed ({event.error}); a failing hook never blocks."
+        yield f"The Stop hook failed ({event.error}); a failing hook never blocks."
     elif isinstance(event, se.TimerFired):
-        yield f"timer {event.key} ran out."
+        yield f"Timer {event.key} ran out."
     elif isinstance(event, se.AutomaticTurnDue):
-        yield f"a {event.kind.value} wants turn {event.turn_id} ({event.source_id})."
+        yield f"A {event.kind.value} wants turn {event.turn_id} ({event.source_id})."
     elif isinstance(event, se.LifecycleChanged):
-        yield f"{event.kind.value.replace('_', ' ')}: nothing the guard trusted is kept."
+        yield f"{event.kind.value.replace('_', ' ').capitalize()}: nothing the guard trusted is kept."
 
 
 def _command_line(command: Command, story: _Story) -> Iterator[str]:
@@ -127,11 +127,11 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
                 yield (f"{record.call_id} ({record.name}) was not run "
                        f"[{record.status.value}]: {record.reason}")
     elif isinstance(command, RequestModelStream):
-        yield f"asked the model ({command.request_id}) {story.why_request(command)}."
+        yield f"Asked the model ({command.request_id}) {story.why_request(command)}."
     elif isinstance(command, ExecuteTool):
         call = command.call
         why = " after the user allowed it" if call.call_id in story.allowed else ""
-        yield f"ran {call.name} ({call.call_id}){why}, in the model's order."
+        yield f"Ran {call.name} ({call.call_id}){why}, in the model's order."
     elif isinstance(command, LeadAccepted):
         yield f"Lead instruction {command.lead_id} was accepted; it is saved next and joins " \
               "the turn at the next safe boundary."
@@ -141,31 +141,31 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
     elif isinstance(command, LeadUnapplied):
         yield f"Lead {command.lead_id} was saved, but the turn ended before the model got it."
     elif isinstance(command, DecideNaturalStop):
-        yield "the model stopped on its own; the stop order decides what comes next."
+        yield "The model stopped on its own; the stop order decides what comes next."
     elif isinstance(command, se.Publish):
         entry = command.entry
         meta = dict(entry.meta or {})
         if entry.kind is EntryKind.GUARD_CHUNK:
-            yield (f"the todo stop guard continued: attempt {meta.get('attempt')} of "
+            yield (f"The todo stop guard continued: attempt {meta.get('attempt')} of "
                    f"{meta.get('maxAttempts')}, {meta.get('unfinishedCount')} todo item(s) "
                    "unfinished (committed when its stream opened).")
         elif entry.kind is EntryKind.GUARD_EXHAUSTED:
-            yield f"the todo stop guard stopped: {entry.text}"
+            yield f"The todo stop guard stopped: {entry.text}"
     elif isinstance(command, se.SuppressFollowUpSuggestions):
-        yield f"no follow-up suggestions: {command.reason}."
+        yield f"No follow-up suggestions: {command.reason}."
     elif isinstance(command, se.Warn):
-        yield f"warning: {command.text}"
+        yield f"Warning: {command.text}"
     elif isinstance(command, se.AutomaticTurnDeferred):
         joined = f" (coalesced into {command.coalesced_into})" if command.coalesced_into else ""
-        yield f"automatic turn {command.turn_id} waits{joined}."
+        yield f"Automatic turn {command.turn_id} waits{joined}."
     elif isinstance(command, SetTitle):
-        yield f"the chat was named {_quote(command.title)}."
+        yield f"The chat was named {_quote(command.title)}."
     elif isinstance(command, StaleAnswerIgnored):
-        yield f"a late {command.event} for {command.answer_id} was ignored: {command.reason}."
+        yield f"A late {command.event} for {command.answer_id} was ignored: {command.reason}."
     elif isinstance(command, EndTurn):
         outcome = command.outcome
         reason = outcome.finish_reason.raw if outcome.finish_reason else "none"
-        yield (f"turn {command.turn_id} ended: {outcome.kind.value} — {outcome.message} "
+        yield (f"Turn {command.turn_id} ended: {outcome.kind.value} — {outcome.message} "
                f"[finish reason {reason!r}]" + (" (it can be continued)"
                                                 if outcome.resumable else ""))
 
@@ -183,5 +183,5 @@ def explain(trace: Trace) -> str:
             said.extend(_command_line(command, story))
         for number, sentence in enumerate(said):
             prefix = f"{step.number:>4}. " if number == 0 else "      "
-            lines.append(prefix + sentence[0].upper() + sentence[1:])
+            lines.append(prefix + sentence)
     return "\n".join(lines)

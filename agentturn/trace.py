@@ -126,6 +126,9 @@ def converter() -> cattrs.Converter:
     conv.register_unstructure_hook(Meta, lambda meta: meta.as_dict())
     conv.register_structure_hook(Meta, lambda value, _: Meta.of(value))
     conv.register_structure_hook(Any, lambda value, _: value)  # JSON passes through
+    conv.register_unstructure_hook_func(  # sets as sorted lists, so a trace reads the same
+        lambda tp: tp is frozenset or getattr(tp, "__origin__", None) is frozenset,
+        lambda value: sorted(value, key=repr))
     for union in (_events(), _commands()):
         configure_tagged_union(union, conv, tag_generator=_tag, tag_name="type")
     return conv

@@ -1,6 +1,6 @@
 """A complete host loop: a scripted model, real file writes, an in-memory transcript.
 
-Run:  python examples/scripted_host.py
+Run:  python examples/scripted_host.py [--trace FILE]   (then: agentturn check FILE)
 
 The host owns every effect; agentturn only decides. Each command is carried out at once and its
 completion goes to the back of an event queue, the way an event loop would deliver it. While the
@@ -60,12 +60,14 @@ class Host:
         self.transcript: list[str] = []
         self.outcome: at.TurnOutcome | None = None
         self.title = ""
+        self.steps: list[tuple[at.Event, tuple[at.Command, ...]]] = []  # for a trace
 
     def run(self, first: at.Event) -> None:
         self.queue.append(first)
         while self.queue:
             event = self.queue.popleft()
             self.state, commands = at.reduce(self.state, event)
+            self.steps.append((event, commands))
             for command in commands:
                 self.carry_out(command)
 
@@ -119,16 +121,24 @@ class Host:
         return at.ToolFinished(call_id=call.call_id, output="3 passed")
 
 
-def main(workdir: pathlib.Path | None = None) -> Host:
-    """Run the scripted turn in ``workdir`` (a fresh temporary folder by default)."""
+def main(workdir: pathlib.Path | None = None, trace_path: pathlib.Path | None = None) -> Host:
+    """Run the scripted turn in ``workdir`` (a fresh temporary folder by default), writing its
+    trace to ``trace_path`` when given."""
     folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="agentturn-example-"))
     host = Host(folder)
     host.run(at.PromptSubmitted(turn_id="t1", message_id="m1", text="Create calc.py"))
+    if trace_path is not None:
+        from agentturn import trace
+
+        lines = trace.write_trace("turn", host.state.config, host.steps, chat_id="chat-1")
+        trace_path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return host
 
 
 if __name__ == "__main__":
-    finished = main()
+    arguments = sys.argv[1:]
+    finished = main(trace_path=pathlib.Path(arguments[1]) if arguments[:1] == ["--trace"]
+                    else None)
     assert finished.outcome is not None
     print(f"title: {finished.title!r}")
     print(f"outcome: {finished.outcome.kind.value} ({finished.outcome.message})")

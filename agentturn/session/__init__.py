@@ -9,7 +9,7 @@ Imported on use: ``import agentturn`` does not load it.
 
 from . import background, fifo, ring
 from .background import AutomaticKind, BackgroundKind
-from .reducer import combined_continuation, reduce
+from .reducer import combined_continuation, outstanding, reduce
 from .ring import EntryKind, EventRing, RingEntry, Usage
 from .state import (
     DEFAULT_STOP_HOOK_CAP,
@@ -42,6 +42,7 @@ __all__ = [
     "background",
     "combined_continuation",
     "fifo",
+    "outstanding",
     "reduce",
     "ring",
     *_vocabulary_all,

@@ -122,7 +122,7 @@ from .vocabulary import (
     Warn,
 )
 
-__all__ = ["combined_continuation", "reduce"]
+__all__ = ["combined_continuation", "outstanding", "reduce"]
 
 P = SessionPhase
 _replace = replacer(SessionState)
@@ -811,3 +811,18 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
     out: _Out = []
     new_state = _HANDLERS[name](state, event, out)
     return Step(new_state, tuple(out))
+
+
+def outstanding(state: SessionState) -> tuple[turn_part.Outstanding, ...]:
+    """Every awaiting command the session still waits on: the turn's, plus the drain (and its
+    timer), the Stop-hook run and the grace timer. ``DecideNaturalStop`` never shows: the
+    session answers it itself."""
+    found = [o for o in turn_part.outstanding(state.turn) if o.command is not DecideNaturalStop]
+    if state.phase is P.DRAINING:
+        found.append(turn_part.Outstanding(command=DrainMidTurnQueue, answer_id=state.drain_id))
+        found.append(turn_part.Outstanding(command=StartTimer, answer_id=state.drain_id))
+    if state.phase is P.HOOKS:
+        found.append(turn_part.Outstanding(command=RunStopHooks, answer_id=state.hook_run))
+    if state.grace:
+        found.append(turn_part.Outstanding(command=StartTimer, answer_id=GRACE_TIMER))
+    return tuple(found)
