@@ -109,7 +109,8 @@ def _event_line(event: Event, story: _Story) -> Iterator[str]:
     elif isinstance(event, se.AutomaticTurnDue):
         yield f"A {event.kind.value} wants turn {event.turn_id} ({event.source_id})."
     elif isinstance(event, se.LifecycleChanged):
-        yield f"{event.kind.value.replace('_', ' ').capitalize()}: nothing the guard trusted is kept."
+        what = event.kind.value.replace("_", " ").capitalize()
+        yield f"{what}: nothing the guard trusted is kept."
 
 
 def _command_line(command: Command, story: _Story) -> Iterator[str]:

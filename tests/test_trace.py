@@ -17,8 +17,6 @@ from agentturn import guard as g
 from agentturn import session as se
 from agentturn import trace
 from agentturn.__main__ import main
-from agentturn.check import check
-from agentturn.explain import explain
 from agentturn.testing import strategies
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
