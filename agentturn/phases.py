@@ -104,4 +104,9 @@ class PhaseGraph(Generic[P]):
 
         model = _Model()
         GraphMachine(model=model, graph_engine="mermaid", title=self.part, **self._machine_spec)
-        return str(model.get_graph().draw(None))  # type: ignore[attr-defined]
+        text = str(model.get_graph().draw(None))  # type: ignore[attr-defined]
+        # transitions writes the bare title as front matter; Mermaid reads ``title: ...`` only.
+        heading = f"---\n{self.part}\n---\n"
+        if text.startswith(heading):
+            text = f"---\ntitle: {self.part}\n---\n" + text[len(heading):]
+        return text

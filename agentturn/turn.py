@@ -473,7 +473,7 @@ def _late_answer(state: TurnState, event: object) -> str | None:
     """Why ``event`` is a late answer to absorb, or ``None`` when it is not one."""
     if isinstance(event, PermissionDecided):
         call_id = event.call_id
-        if call_id == state.dismissed_call:
+        if call_id in state.dismissed_calls:
             return "the permission dialog was already dismissed"
         decided = state.next_call + 1 if state.tool_in_flight else state.next_call
         if any(call.call_id == call_id for call in state.calls[:decided]):
@@ -481,7 +481,7 @@ def _late_answer(state: TurnState, event: object) -> str | None:
         return None
     if (isinstance(event, (StreamOpened, StreamCompleted, StreamFailed, CompactionFailed,
                            TokenLimitRejected))
-            and state.cancelled_request and event.request_id == state.cancelled_request):
+            and event.request_id in state.cancelled_requests):
         return "the request was cancelled"
     return None
 
@@ -532,11 +532,13 @@ def _on_stop(state: TurnState, event: StopPressed | HaltTurn, out: _Commands) ->
         return state  # nothing runs, or the turn already ends: a second Stop changes nothing
     if phase is P.AWAITING_STREAM or phase is P.STREAMING:
         out.append(CancelStream(request_id=state.request_id))
-        state = _replace(state, cancelled_request=state.request_id)
+        state = _replace(state, cancelled_requests=state.remember(state.cancelled_requests,
+                                                                   state.request_id))
     elif phase is P.AWAITING_PERMISSION:
         out.append(DismissPermission(call_id=_current_call_id(state),
                                      recorded_as=ToolResultStatus.CANCELLED))
-        state = _replace(state, dismissed_call=_current_call_id(state))
+        state = _replace(state, dismissed_calls=state.remember(state.dismissed_calls,
+                                                               _current_call_id(state)))
     elif phase is P.RUNNING_TOOL:
         # TL-8: Stop is the user's explicit cancel; the tool reports what it did (LD-10 is about
         # Lead, which never cancels).
@@ -585,7 +587,8 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
         state = _replace(state, next_call=state.next_call + 1)
         rest = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
         return _persist(state, (superseded, *rest), P.SAVING_RESULTS, out,
-                        next_call=len(state.calls), dismissed_call=call_id)
+                        next_call=len(state.calls),
+                        dismissed_calls=state.remember(state.dismissed_calls, call_id))
     return state
 
 

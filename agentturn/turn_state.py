@@ -71,6 +71,9 @@ class TurnPhase(enum.Enum):
 P = TurnPhase
 _EVERY = list(TurnPhase)
 _ACTIVE = [phase for phase in TurnPhase if phase is not P.IDLE]
+#: How many cancelled requests and dismissed dialogs a turn remembers, to absorb their late
+#: answers; older ones are misuse again (a host would have to be eight Stops behind).
+LATE_MEMORY = 8
 #: The phases in which a turn write (``Persist``) is in flight.
 SAVING_PHASES = (P.SAVING_PROMPT, P.SAVING_RESPONSE, P.SAVING_RESULTS)
 _SAVING = list(SAVING_PHASES)
@@ -231,10 +234,12 @@ class TurnState(State):
     resume_phase: TurnPhase | None = None
     #: Records an ended turn could not save; the next prompt writes them first (TL-5).
     owed: tuple[Record, ...] = ()
-    #: The call whose permission dialog was last dismissed: a late decision for it is absorbed.
-    dismissed_call: str = ""
-    #: The request last cancelled with ``CancelStream``: late stream events for it are absorbed.
-    cancelled_request: str = ""
+    #: The calls whose permission dialogs were dismissed last (at most ``LATE_MEMORY``): a late
+    #: decision for one of them is absorbed.
+    dismissed_calls: tuple[str, ...] = ()
+    #: The requests cancelled last with ``CancelStream`` (at most ``LATE_MEMORY``): late stream
+    #: events for them are absorbed, however many turns ago Stop cancelled them.
+    cancelled_requests: tuple[str, ...] = ()
     #: The host already decided this natural stop (``NaturalStopDecided``): end, do not ask again.
     stop_decided: bool = False
     lead: LeadQueue
@@ -265,6 +270,20 @@ class TurnState(State):
     def persist_key(self) -> str:
         """The key of the current (or last) write of this turn."""
         return f"{self.turn_id}/p{self.persist_seq}"
+
+    @property
+    def dismissed_call(self) -> str:
+        """The call whose dialog was dismissed last ("" for none)."""
+        return self.dismissed_calls[-1] if self.dismissed_calls else ""
+
+    @property
+    def cancelled_request(self) -> str:
+        """The request cancelled last ("" for none)."""
+        return self.cancelled_requests[-1] if self.cancelled_requests else ""
+
+    def remember(self, kept: tuple[str, ...], item: str) -> tuple[str, ...]:
+        """``kept`` with ``item`` added, bounded by ``LATE_MEMORY``."""
+        return (*kept, item)[-LATE_MEMORY:]
 
     @property
     def lead_offered(self) -> bool:

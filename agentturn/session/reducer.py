@@ -133,7 +133,7 @@ _GUARD_KIND = {bg.AutomaticKind.CRON: g.AutomaticTurnKind.CRON,
                bg.AutomaticKind.NOTIFICATION: g.AutomaticTurnKind.NOTIFICATION,
                bg.AutomaticKind.WAKEUP: g.AutomaticTurnKind.NOTIFICATION}
 _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhausted",
-                   "maxAttempts": MAX_ATTEMPTS}
+                   "attempt": MAX_ATTEMPTS, "maxAttempts": MAX_ATTEMPTS}
 
 
 def combined_continuation(hook_reason: str | None, guard_text: str | None) -> str:
@@ -164,7 +164,7 @@ def _on_guard_command(s: SessionState, command: Command, out: _Out) -> SessionSt
                         command.meta.as_meta(), out)
     if isinstance(command, g.ReportGuardExhausted):
         return _publish(s, EntryKind.GUARD_EXHAUSTED, s.turn.turn_id, command.text,
-                        _EXHAUSTED_META, out)
+                        {**_EXHAUSTED_META, "unfinishedCount": s.guard.unfinished}, out)
     if isinstance(command, g.ReleaseAutomaticQueues):
         # BG-5: the chain can no longer resume; held automatic turns may run (one at a time,
         # each starting an unarmed chain). While a turn runs they start when it ends.
@@ -344,7 +344,9 @@ def _turn_ended(s: SessionState, end: EndTurn, out: _Out) -> SessionState:
     s = _replace(s, phase=P.IDLE, automatic=False)
     if s.config.daemon:
         resumable = g.holds_automatic_turns(s.guard)
-        queued = fifo.has_queued_prompt(s.fifo)
+        # a complete queued prompt here, or one the client reported that the chain awaits
+        queued = (fifo.has_queued_prompt(s.fifo)
+                  or s.guard.phase is g.GuardPhase.AWAITING_PROMPT)
         if bg.suppress_follow_ups(resumable, queued):
             why = ("a queued prompt has priority" if queued
                    else "a work chain can still resume")
@@ -577,10 +579,10 @@ def _on_prompt_aborted(s: SessionState, event: PromptAborted, out: _Out) -> Sess
 
 
 def _issued(s: SessionState, answer_id: str, kind: str) -> bool:
-    """``answer_id`` names a drain or hook run this turn asked for (``<turn>/<kind>-<n>``)."""
-    prefix = f"{s.turn.turn_id}/{kind}-"
-    number = answer_id[len(prefix):]
-    return (answer_id.startswith(prefix) and number.isdigit() and number == str(int(number))
+    """``answer_id`` names a drain or hook run this session asked for (``<turn>/<kind>-<n>``,
+    ``n`` counting every natural stop of the session, so any earlier turn's is known too)."""
+    _, separator, number = answer_id.rpartition(f"/{kind}-")
+    return (bool(separator) and number.isdigit() and number == str(int(number))
             and 1 <= int(number) <= s.stops)
 
 

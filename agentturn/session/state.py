@@ -125,7 +125,6 @@ SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
         # bookkeeping and lifecycle
         *[(name, [phase], [phase]) for name in _BOOKKEEPING for phase in _LIVE
           if (name, phase) not in {("PromptCompleted", S.IDLE), ("PromptAborted", S.IDLE)}],
-        ("PromptCompleted", [S.IDLE], [S.IDLE, S.TURN]),
         *[(name, [S.CLOSING], [S.CLOSING]) for name in _BOOKKEEPING],
         ("ClientDetached", [S.CLOSED], [S.CLOSED]),
         ("HardStopped", _RUNNING, [S.TURN, S.IDLE]),

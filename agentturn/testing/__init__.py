@@ -4,6 +4,18 @@ Needs the ``test`` extra (hypothesis); ``import agentturn`` never loads it. See 
 "Check your host against the spec" section.
 """
 
+from .machine import Adapter, EngineResponse, ReferenceAdapter, SessionSpec, World
 from .strategies import any_command, any_event, commands, events, register
 
-__all__ = ["any_command", "any_event", "commands", "events", "register"]
+__all__ = [
+    "Adapter",
+    "EngineResponse",
+    "ReferenceAdapter",
+    "SessionSpec",
+    "World",
+    "any_command",
+    "any_event",
+    "commands",
+    "events",
+    "register",
+]
