@@ -12,10 +12,14 @@ commands with your own I/O::
 Parts, each usable alone: the turn lifecycle (:mod:`agentturn.turn`), Lead
 (:mod:`agentturn.lead`), automatic titles (:mod:`agentturn.titles`) and the daemon todo stop
 guard (:mod:`agentturn.guard`, its own namespace: ``agentturn.guard.reduce``). ``import agentturn``
-loads only attrs and transitions.
+loads only attrs: the guard and the session (:mod:`agentturn.session`) are imported when first
+used (``agentturn.guard.reduce`` works after a plain ``import agentturn``), and ``transitions``
+only to validate or draw a phase graph (:meth:`PhaseGraph.validate`, :meth:`PhaseGraph.mermaid`).
 """
 
-from . import guard, lead, titles
+from typing import TYPE_CHECKING, Any
+
+from . import lead, titles
 from ._base import AwaitingCommand, Command, Event, FieldError, Notice, State, Step
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
@@ -38,7 +42,23 @@ from .turn import (
     reduce,
 )
 
+if TYPE_CHECKING:
+    from . import guard as guard
+    from . import session as session
+
 __version__ = "0.1.0"
+
+#: The parts imported on first use, so ``import agentturn`` stays light.
+_LAZY = ("guard", "session")
+
+
+def __getattr__(name: str) -> Any:
+    """Import :mod:`agentturn.guard` or :mod:`agentturn.session` on first use."""
+    if name in _LAZY:
+        from importlib import import_module
+
+        return import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "LEAD_GRAPH",

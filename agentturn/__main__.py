@@ -5,6 +5,10 @@ scene (and writes their traces); ``agentturn check FILE`` replays a trace and co
 commands with the spec's (exit 0: they agree; 1: they differ or a rule is broken; 2: the trace
 is unreadable, truncated, reordered, edited or of another format version); ``agentturn explain
 FILE`` tells a trace's story in plain words; ``agentturn diagram [PART]`` draws a phase graph.
+``agentturn explore --depth N`` walks every session state reachable in N moves over a small event
+alphabet derived from each state, and ``agentturn fuzz --steps N --seed S`` walks at random; both
+check every step's invariants (exit 0: nothing but known bugs; 1: a rule broke that no known bug
+explains).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import time
 from typing import Any
 
 __all__ = ["main"]
@@ -95,6 +100,50 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_violations(violations: Any, show: int) -> int:
+    new = [v for v in violations if not v.known]
+    for violation in new[:show]:
+        print(violation.describe())
+    shortest: dict[str, int] = {}
+    for violation in violations:
+        if violation.known:
+            shortest[violation.known] = min(len(violation.events),
+                                            shortest.get(violation.known, 1 << 30))
+    for known, length in sorted(shortest.items()):
+        print(f"known {known} (shortest sequence found: {length} events)")
+    return 1 if new else 0
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from . import explore
+
+    configs = list(explore.CONFIGS) if args.config == "all" else [args.config]
+    starts = list(explore.STARTS) if args.start == "all" else [args.start]
+    status = states = transitions = 0
+    seconds = 0.0
+    for config in configs:
+        for start in starts:
+            report = explore.explore(args.depth, config, start, clock=time.perf_counter)
+            print(report.summary())
+            status |= _report_violations(report.violations, args.show)
+            states += report.states
+            transitions += report.transitions
+            seconds += report.seconds
+    print(f"total: {states} states, {transitions} transitions, depth {args.depth}, "
+          f"{seconds:.1f} s")
+    return status
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from . import explore
+
+    configs = list(explore.CONFIGS) if args.config == "all" else [args.config]
+    report = explore.fuzz(args.steps, seed=args.seed, episode=args.episode, configs=configs,
+                          clock=time.perf_counter)
+    print(report.summary())
+    return _report_violations(report.violations, args.show)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``agentturn`` command."""
     parser = argparse.ArgumentParser(prog="agentturn", description=__doc__.split("\n\n")[0])
@@ -110,7 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     diagram = commands.add_parser("diagram", help="print a part's phase graph as Mermaid")
     diagram.add_argument("part", nargs="?", default="turn",
                          choices=["turn", "lead", "titles", "guard", "session"])
+    configs = ["daemon", "interactive", "supersede", "all"]
+    walk = commands.add_parser("explore", help="check every session state reachable in N moves")
+    walk.add_argument("--depth", type=int, default=4, metavar="N")
+    walk.add_argument("--config", default="daemon", choices=configs)
+    walk.add_argument("--start", default="all",
+                      choices=["new", "armed", "draining", "permission", "naming", "all"])
+    walk.add_argument("--show", type=int, default=5, help="new violations to print in full")
+    fuzz = commands.add_parser("fuzz", help="random walks through the session, checked each step")
+    fuzz.add_argument("--steps", type=int, default=100_000, metavar="N")
+    fuzz.add_argument("--seed", type=int, default=0)
+    fuzz.add_argument("--episode", type=int, default=400,
+                      help="steps before a walk starts a new session")
+    fuzz.add_argument("--config", default="all", choices=configs)
+    fuzz.add_argument("--show", type=int, default=5, help="new violations to print in full")
     args = parser.parse_args(argv)
+    if args.command == "explore":
+        return _explore(args)
+    if args.command == "fuzz":
+        return _fuzz(args)
     if args.command == "demo":
         return _demo(args)
     if args.command == "check":

@@ -9,17 +9,23 @@ touches a file: identifiers and time arrive inside events.
 
 Rules this module keeps:
 
-* Events, commands and states are frozen, slotted, keyword-only attrs classes
-  (``@attrs.frozen(kw_only=True)``; ``attrs.frozen`` is slotted by default).
+* Events, commands, records and states are frozen, slotted, keyword-only attrs classes
+  (``@attrs.frozen(kw_only=True, eq=False, repr=False)``; ``attrs.frozen`` is slotted by
+  default) on :class:`Value`, which gives them equality, hash and ``repr`` written once, with
+  attrs' semantics, instead of code compiled for each class at import.
 * Events and commands validate their fields on construction, so an invalid one never exists. A
   validation error is a :class:`FieldError` (a ``TypeError``/``ValueError``) whose message names
   the class and the field.
 * States are built only by reducers from validated events, so they carry no validators: that
   keeps a reducer step cheap (see ``benchmarks/run.py``).
+* Inside a reducer, new states, commands and records are made from values that were validated
+  already, so they are built with one trusted mechanism, :func:`replacer` and :func:`builder`,
+  which fill the slots directly and run no validator. Everything a host builds validates.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -33,10 +39,13 @@ __all__ = [
     "Notice",
     "State",
     "Step",
+    "Value",
+    "builder",
     "ids",
     "is_bool",
     "is_id",
     "is_str",
+    "new_step",
     "non_negative",
     "not_blank",
     "one_of",
@@ -45,17 +54,77 @@ __all__ = [
     "tuple_of",
 ]
 
-@attrs.frozen(kw_only=True)
-class Event:
+
+class Value:
+    """Base of every event, command and record: equality, hash and ``repr``, written once.
+
+    attrs generates these three methods for every class by compiling code for it, and for the
+    hundred-odd classes of the vocabulary that compiling was most of the cost of
+    ``import agentturn``. They are the same for every value, so the vocabulary's classes say
+    ``@attrs.frozen(kw_only=True, eq=False, repr=False)`` and inherit them from here, with the
+    semantics attrs gives them: equal when of the same class and every compared field is equal
+    (field by field, in order); hashed from the class and those fields; shown as
+    ``Name(field=value, ...)`` with the fields attrs would show.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        for name in _fields_of(self.__class__)[0]:
+            if not getattr(self, name) == getattr(other, name):
+                return False
+        return True
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, *[getattr(self, name)
+                                       for name in _fields_of(self.__class__)[0]]))
+
+    def __repr__(self) -> str:
+        busy: set[int] | None = getattr(_repr_context, "busy", None)
+        if busy is None:
+            busy = _repr_context.busy = set()
+        if id(self) in busy:
+            return "..."  # a value inside itself (through a mutable field), as attrs shows it
+        busy.add(id(self))
+        try:
+            shown = ", ".join(f"{name}={getattr(self, name)!r}" if how is True
+                              else f"{name}={how(getattr(self, name))}"
+                              for name, how in _fields_of(self.__class__)[1])
+            return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({shown})"
+        finally:
+            busy.discard(id(self))
+
+
+_repr_context = threading.local()
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]:
+    """The names of the fields ``cls`` compares and hashes, and the shown ones with their repr."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        fields = attrs.fields(cls)
+        if any(field.eq_key is not None for field in fields):
+            raise TypeError(f"{cls.__name__}: a field with an eq key needs attrs' own __eq__")
+        found = _FIELDS[cls] = (tuple(field.name for field in fields if field.eq),
+                                tuple((field.name, field.repr) for field in fields
+                                      if field.repr))
+    return found
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Event(Value):
     """Base of every input a host feeds to a reducer."""
 
 
-@attrs.frozen(kw_only=True)
-class Command:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Command(Value):
     """Base of every output a reducer asks the host to carry out."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AwaitingCommand(Command):
     """A command whose completion comes back as an answering event.
 
@@ -72,13 +141,13 @@ class AwaitingCommand(Command):
         return None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class Notice(Command):
     """A command that only informs or asks for a fire-and-forget effect: nothing answers it."""
 
 
-@attrs.frozen(kw_only=True)
-class State:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class State(Value):
     """Base of every reducer state."""
 
 
@@ -100,22 +169,85 @@ class Step(Generic[S]):
         return iter((self.state, self.commands))
 
 
-def replacer(cls: type[_T]) -> Callable[..., _T]:
-    """A fast ``attrs.evolve`` for one frozen attrs class without converters or private fields.
+def _slot_setters(cls: type) -> dict[str, Any]:
+    """Each field's slot setter: the ``__set__`` of its slot's member descriptor."""
+    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} is not a slotted attrs class")
+    if getattr(cls, "__attrs_post_init__", None) is not None:
+        raise TypeError(f"{cls.__name__} has __attrs_post_init__; build it with its constructor")
+    setters: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        if field.converter is not None or field.alias != field.name:
+            raise TypeError(f"{cls.__name__}.{field.name} has a converter or an alias")
+        slot = next(klass.__dict__[field.name] for klass in cls.__mro__
+                    if field.name in klass.__dict__)
+        setters[field.name] = slot.__set__
+    return setters
 
-    ``attrs.evolve`` walks the class's fields on every call; a reducer that builds a new state
-    on every step pays for that walk each time (see ``benchmarks/run.py``). This builds, once per
-    class, a function with the field list written out, exactly as attrs builds ``__init__``, so
-    ``replace(state, phase=...)`` costs one constructor call. The tests check it agrees with
-    ``attrs.evolve`` for every field.
+
+def _compile(cls: type, kind: str) -> Callable[..., Any]:
+    """Generate ``kind`` (``"replace"`` or ``"build"``) for ``cls``; see :func:`replacer`."""
+    fields = attrs.fields(cls)
+    setters = _slot_setters(cls)
+    namespace: dict[str, Any] = {"_KEEP": object(), "_new": object.__new__, "_cls": cls}
+    params, body = [], []
+    for number, field in enumerate(fields):
+        name = field.name
+        namespace[f"_set{number}"] = setters[name]
+        if kind == "replace":
+            params.append(f"{name}=_KEEP")
+            value = f"state.{name} if {name} is _KEEP else {name}"
+        elif field.default is attrs.NOTHING:
+            params.append(name)
+            value = name
+        elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            if field.default.takes_self:
+                raise TypeError(f"{cls.__name__}.{name} has a factory that takes self")
+            namespace[f"_factory{number}"] = field.default.factory
+            params.append(f"{name}=_KEEP")
+            value = f"_factory{number}() if {name} is _KEEP else {name}"
+        else:
+            namespace[f"_default{number}"] = field.default
+            params.append(f"{name}=_default{number}")
+            value = name
+        body.append(f"    _set{number}(new, {value})\n")
+    head = "state, *, " if kind == "replace" else "*, "
+    source = (f"def {kind}({head}{', '.join(params)}):\n    new = _new(_cls)\n"
+              + "".join(body) + "    return new\n")
+    exec(compile(source, f"<agentturn {kind} {cls.__qualname__}>", "exec"), namespace)
+    function: Callable[..., Any] = namespace[kind]
+    return function
+
+
+def replacer(cls: type[_T]) -> Callable[..., _T]:
+    """A fast ``attrs.evolve`` for a slotted attrs class, for reducers' own states.
+
+    A reducer builds a new state on every step, and both ``attrs.evolve`` (which walks the
+    fields) and a frozen class's ``__init__`` (which calls ``object.__setattr__`` by name for
+    each field) cost much more than the step's logic (see ``benchmarks/run.py``). This builds,
+    once per class, a function with the field list written out that fills each slot through its
+    member descriptor, so ``replace(state, phase=...)`` costs about one C call per field.
+
+    Like :func:`builder` it is *trusted*: no validator runs, so it is only for values made from
+    values that were validated already (a state, an event's fields). Classes with a converter,
+    an alias or ``__attrs_post_init__`` are refused when the function is built. The tests check
+    that it agrees with ``attrs.evolve`` for every field.
     """
-    names = [field.name for field in attrs.fields(cls)]  # type: ignore[arg-type]
-    params = ", ".join(f"{name}=_KEEP" for name in names)
-    args = ", ".join(f"{name}=state.{name} if {name} is _KEEP else {name}" for name in names)
-    namespace: dict[str, Any] = {"_KEEP": object(), "_cls": cls}
-    exec(f"def replace(state, *, {params}):\n    return _cls({args})\n", namespace)
-    function: Callable[..., _T] = namespace["replace"]
+    function: Callable[..., _T] = _compile(cls, "replace")
     function.__doc__ = f"Return a copy of a {cls.__name__} with the given fields changed."
+    return function
+
+
+def builder(cls: type[_T]) -> Callable[..., _T]:
+    """The trusted keyword constructor of a slotted attrs class, for reducers' own output.
+
+    Commands, records and internal events a reducer makes from validated events and states
+    need no second validation: ``builder(Persist)(key=..., records=...)`` fills the slots as
+    :func:`replacer` does, with the class's defaults, and runs no validator. A host builds
+    events with their classes, which validate; only reducers use this.
+    """
+    function: Callable[..., _T] = _compile(cls, "build")
+    function.__doc__ = f"Build a {cls.__name__} from trusted, already validated values."
     return function
 
 
@@ -160,6 +292,8 @@ def not_blank(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 def is_id(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     """Validator: the field is a non-empty ``str`` identifier."""
+    if type(value) is str and value and value.isascii():
+        return  # the common case, decided without a further call
     is_str(instance, attribute, value)
     if not value:
         raise FieldError(f"{_where(instance, attribute)} must be a non-empty id")
@@ -242,3 +376,7 @@ def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise FieldError(
             f"{_where(instance, attribute)} must be a bool, got {type(value).__name__}"
         )
+
+
+#: The trusted constructor of a :class:`Step` (see :func:`builder`), shared by the reducers.
+new_step: Callable[..., Step[Any]] = builder(Step)

@@ -71,7 +71,7 @@ _RECORD_TYPES = (UserMessageRecord, ResponseRecord, ToolResultRecord)
 # --- the turn ---------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class Persist(AwaitingCommand):
     """Durably save ``records`` (in order), then answer ``Persisted(key)`` (TL-5)."""
 
@@ -84,7 +84,7 @@ class Persist(AwaitingCommand):
         return self.key
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RequestModelStream(AwaitingCommand):
     """Run the budgeting step (token estimate, compaction), then open a response stream (TL-2).
 
@@ -107,14 +107,14 @@ class RequestModelStream(AwaitingCommand):
         return self.request_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CancelStream(Notice):
     """Stop the response stream ``request_id``; send no further events for it."""
 
     request_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AskPermission(AwaitingCommand):
     """Ask the user whether ``call`` may run; answer ``PermissionDecided`` (TL-3)."""
 
@@ -126,7 +126,7 @@ class AskPermission(AwaitingCommand):
         return self.call.call_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class DismissPermission(Notice):
     """Close the permission dialog of ``call_id``; its result is recorded as ``recorded_as``."""
 
@@ -134,7 +134,7 @@ class DismissPermission(Notice):
     recorded_as: ToolResultStatus = attrs.field(validator=one_of(ToolResultStatus))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ExecuteTool(AwaitingCommand):
     """Run ``call`` now; answer ``ToolFinished`` when it ends (TL-4: only one at a time)."""
 
@@ -146,7 +146,7 @@ class ExecuteTool(AwaitingCommand):
         return self.call.call_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CancelTool(Notice):
     """The user pressed Stop while ``call_id`` runs: cancel it if it can be cancelled safely,
     then answer ``ToolFinished`` with whatever it produced."""
@@ -154,7 +154,7 @@ class CancelTool(Notice):
     call_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class DecideNaturalStop(AwaitingCommand):
     """The model stopped naturally (``TurnConfig(hold_natural_stops=True)`` only): decide whether
     the turn ends or continues, and answer ``NaturalStopDecided`` echoing ``request_id``.
@@ -173,7 +173,7 @@ class DecideNaturalStop(AwaitingCommand):
         return self.request_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class EndTurn(Notice):
     """The turn ``turn_id`` ended; show ``outcome`` to the user. Sent exactly once per end."""
 
@@ -205,7 +205,7 @@ class DraftReason(enum.Enum):
     TURN_ENDED_BEFORE_SAVE = "turn_ended_before_save"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadAccepted(Notice):
     """The instruction is admitted: clear its text from the composer, keep the attachments."""
 
@@ -214,7 +214,7 @@ class LeadAccepted(Notice):
     kept_attachment_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ReturnDraft(Notice):
     """A Lead instruction was refused or not saved: put ``draft`` back in the composer and show
     ``message``. The one way a draft comes back, whatever the reason (LD-2, LD-5 ... LD-7, LD-14).
@@ -226,7 +226,7 @@ class ReturnDraft(Notice):
     message: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SaveLead(AwaitingCommand):
     """Save the instruction as a user message of the running turn; answer ``LeadSaved`` or
     ``LeadSaveFailed`` (LD-3, LD-4: one save at a time)."""
@@ -240,7 +240,7 @@ class SaveLead(AwaitingCommand):
         return self.lead_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadUnapplied(Notice):
     """The instruction is saved as a user message but its turn ended for good before the model
     was given it; show it as saved and unapplied (LD-13). This command is the one report of it.
@@ -252,7 +252,7 @@ class LeadUnapplied(Notice):
 # --- naming -----------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RequestTitle(AwaitingCommand):
     """Ask the naming model for a title of ``chat_id``; answer ``TitleGenerated`` or
     ``TitleFailed`` echoing ``request_id``.
@@ -269,7 +269,7 @@ class RequestTitle(AwaitingCommand):
         return self.request_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SetTitle(Notice):
     """Show ``title`` as the chat's automatic title."""
 
@@ -280,7 +280,7 @@ class SetTitle(Notice):
 # --- races ------------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StaleAnswerIgnored(Notice):
     """An answer arrived for something no longer waiting for it, as real UIs produce by timing
     alone (a click after the dialog closed, a title after a rename, a stream after Stop). Nothing

@@ -49,7 +49,7 @@ __all__ = [
 # --- the user ---------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PromptSubmitted(Event):
     """The user sent an ordinary prompt; it starts a turn."""
 
@@ -59,19 +59,19 @@ class PromptSubmitted(Event):
     text: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ContinueTurn(Event):
     """The user asked to retry or continue a turn that ended with a resumable error (TL-11)."""
 
     turn_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StopPressed(Event):
     """The user pressed Stop (TL-8). Pressing it with no turn running changes nothing."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class HaltTurn(Event):
     """The host's own authority ends the running turn now (a PostToolUse hook's ``shouldStop``,
     loop or repeated-call protection, a resource limit, an automatic-continuation limit).
@@ -84,7 +84,7 @@ class HaltTurn(Event):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class NaturalStopDecided(Event):
     """The host's answer to ``DecideNaturalStop``: end the turn, or continue it with one more
     user-role message (a Stop hook's reason, a guard continuation, or both combined).
@@ -103,7 +103,7 @@ class NaturalStopDecided(Event):
             raise FieldError("NaturalStopDecided.message_id and .text go together")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadSubmitted(Event):
     """The user sent a Lead instruction from the composer of ``chat_id`` (LD-1)."""
 
@@ -114,14 +114,14 @@ class LeadSubmitted(Event):
     attachment_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ManualRename(Event):
     """The user renamed the chat by hand; no automatic title replaces it (TT-5)."""
 
     title: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutoTitlePreferenceChanged(Event):
     """The user turned automatic titles on or off (TT-4)."""
 
@@ -139,7 +139,7 @@ class PermissionDecision(enum.Enum):
     CANCEL = "cancel"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PermissionDecided(Event):
     """The user (or the host's policy) answered the permission request for ``call_id``.
 
@@ -151,7 +151,7 @@ class PermissionDecided(Event):
     decision: PermissionDecision = attrs.field(validator=one_of(PermissionDecision))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientDisconnected(Event):
     """The client went away. It never approves anything (TL-3, BR-4): a pending permission
     request stays pending until the host reports a decision (for example a cancel at grace
@@ -161,7 +161,7 @@ class ClientDisconnected(Event):
 # --- the engine -------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StreamOpened(Event):
     """The budgeting step passed and the response stream for ``request_id`` was returned."""
 
@@ -174,7 +174,7 @@ def _distinct_call_ids(instance: Any, attribute: Any, value: tuple[ToolCall, ...
         raise FieldError("StreamCompleted.tool_calls holds a repeated call_id")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StreamCompleted(Event):
     """The response stream for ``request_id`` ended normally."""
 
@@ -189,7 +189,7 @@ class StreamCompleted(Event):
     malformed_tool_format: bool = attrs.field(default=False, validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StreamFailed(Event):
     """The request failed with an API or network error (TL-11)."""
 
@@ -199,7 +199,7 @@ class StreamFailed(Event):
     network: bool = attrs.field(default=False, validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CompactionFailed(Event):
     """The budgeting step could not compact the prompt; no stream opened (TL-2)."""
 
@@ -207,7 +207,7 @@ class CompactionFailed(Event):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TokenLimitRejected(Event):
     """The budgeting step rejected the prompt as over the token limit; no stream opened (TL-2)."""
 
@@ -218,7 +218,7 @@ class TokenLimitRejected(Event):
 # --- tools ------------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ToolFinished(Event):
     """The running tool call ended. An error the tool reports is output for the model."""
 
@@ -237,14 +237,14 @@ class ToolFinished(Event):
 # --- storage ----------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class Persisted(Event):
     """The host durably saved the records of the ``Persist`` command with this ``key``."""
 
     key: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PersistFailed(Event):
     """The host could not save the records of the ``Persist`` command with this ``key``."""
 
@@ -252,14 +252,14 @@ class PersistFailed(Event):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadSaved(Event):
     """The Lead instruction ``lead_id`` is saved as a user message (LD-3)."""
 
     lead_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadSaveFailed(Event):
     """Saving the Lead instruction ``lead_id`` failed; its draft goes back (LD-7)."""
 
@@ -270,7 +270,7 @@ class LeadSaveFailed(Event):
 # --- naming -----------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TitleGenerated(Event):
     """The naming request ``request_id`` returned a title (an empty one counts as a failure)."""
 
@@ -278,7 +278,7 @@ class TitleGenerated(Event):
     title: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TitleFailed(Event):
     """The naming request ``request_id`` failed."""
 

@@ -42,7 +42,7 @@ import enum
 
 import attrs
 
-from ._base import Command, State, Step
+from ._base import Command, State, Step, Value, builder, new_step, replacer
 from .commands import (
     DraftReason,
     LeadAccepted,
@@ -120,8 +120,8 @@ class LeadStatus(enum.Enum):
     SAVED = "saved"
 
 
-@attrs.frozen(kw_only=True)
-class LeadEntry:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class LeadEntry(Value):
     """One pending instruction."""
 
     lead_id: str
@@ -129,7 +129,7 @@ class LeadEntry:
     status: LeadStatus
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LeadQueue(State):
     """The Lead queue of one chat: at most ``MAX_PENDING`` entries in submission order."""
 
@@ -143,6 +143,13 @@ class LeadQueue(State):
     def create(cls, chat_id: str) -> LeadQueue:
         """An empty, closed queue for ``chat_id``."""
         return cls(chat_id=chat_id)
+
+
+_replace = replacer(LeadQueue)
+_replace_entry = replacer(LeadEntry)
+# The trusted constructors (see ``builder``) of what this part makes from validated values.
+_SaveLead = builder(SaveLead)
+_UserMessageRecord = builder(UserMessageRecord)
 
 
 def is_offered(queue: LeadQueue) -> bool:
@@ -193,10 +200,10 @@ def _start_next_save(
             return entries, ()
     for index, entry in enumerate(entries):
         if entry.status is LeadStatus.QUEUED:
-            saving = attrs.evolve(entry, status=LeadStatus.SAVING)
-            command = SaveLead(
+            saving = _replace_entry(entry, status=LeadStatus.SAVING)
+            command = _SaveLead(
                 lead_id=entry.lead_id,
-                record=UserMessageRecord(message_id=entry.lead_id, text=entry.text),
+                record=_UserMessageRecord(message_id=entry.lead_id, text=entry.text),
             )
             return (*entries[:index], saving, *entries[index + 1:]), (command,)
     return entries, ()
@@ -229,7 +236,7 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
         entry = LeadEntry(lead_id=event.lead_id, text=event.text, status=LeadStatus.QUEUED)
         entries, saves = _start_next_save((*queue.entries, entry))
         accepted = LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
-        return Step(attrs.evolve(queue, entries=entries), (accepted, *saves))
+        return new_step(state=_replace(queue, entries=entries), commands=(accepted, *saves))
     index = _saving_index(queue, event)
     if index is None:
         return Step(queue, (StaleAnswerIgnored(
@@ -237,15 +244,15 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
             reason="this instruction's save is not in flight"),))
     entry = queue.entries[index]
     if isinstance(event, LeadSaved):
-        saved = attrs.evolve(entry, status=LeadStatus.SAVED)
+        saved = _replace_entry(entry, status=LeadStatus.SAVED)
         entries, saves = _start_next_save(
             (*queue.entries[:index], saved, *queue.entries[index + 1:]))
-        return Step(attrs.evolve(queue, entries=entries), saves)
+        return new_step(state=_replace(queue, entries=entries), commands=saves)
     draft = ReturnDraft(lead_id=entry.lead_id, reason=DraftReason.SAVE_FAILED, draft=entry.text,
                         message=f"Saving the Lead instruction failed ({event.reason}); "
                                 "the text is back in the composer.")
     entries, saves = _start_next_save(queue.entries[:index] + queue.entries[index + 1:])
-    return Step(attrs.evolve(queue, entries=entries, recent=_left(queue, entry.lead_id)),
+    return Step(_replace(queue, entries=entries, recent=_left(queue, entry.lead_id)),
                 (draft, *saves))
 
 
@@ -259,7 +266,7 @@ def _unsaved_draft(entry: LeadEntry) -> ReturnDraft:
 
 def open_admission(queue: LeadQueue) -> LeadQueue:
     """A turn became active in the chat: admit instructions."""
-    return attrs.evolve(queue, admission=Admission.OPEN)
+    return _replace(queue, admission=Admission.OPEN)
 
 
 def close_admission(queue: LeadQueue) -> Step[LeadQueue]:
@@ -279,17 +286,21 @@ def close_admission(queue: LeadQueue) -> Step[LeadQueue]:
         else:
             kept.append(entry)
     returned = tuple(entry.lead_id for entry in queue.entries if entry not in kept)
-    return Step(attrs.evolve(queue, admission=Admission.ENDING, entries=tuple(kept),
-                             recent=_left(queue, *returned)), tuple(drafts))
+    return Step(_replace(queue, admission=Admission.ENDING, entries=tuple(kept),
+                         recent=_left(queue, *returned)), tuple(drafts))
 
 
 def has_unsaved(queue: LeadQueue) -> bool:
     """True while an admitted instruction is queued for saving or being saved."""
+    if not queue.entries:
+        return False
     return any(entry.status is not LeadStatus.SAVED for entry in queue.entries)
 
 
 def saved_ids(queue: LeadQueue) -> tuple[str, ...]:
     """The ids of saved, unapplied instructions, in save order."""
+    if not queue.entries:
+        return ()
     return tuple(entry.lead_id for entry in queue.entries if entry.status is LeadStatus.SAVED)
 
 
@@ -307,7 +318,7 @@ def take_saved(queue: LeadQueue) -> tuple[LeadQueue, tuple[str, ...]]:
     if not taken:
         return queue, ()
     rest = tuple(entry for entry in queue.entries if entry.status is not LeadStatus.SAVED)
-    return attrs.evolve(queue, entries=rest, recent=_left(queue, *taken)), taken
+    return _replace(queue, entries=rest, recent=_left(queue, *taken)), taken
 
 
 def release(queue: LeadQueue) -> Step[LeadQueue]:
@@ -323,8 +334,8 @@ def release(queue: LeadQueue) -> Step[LeadQueue]:
         else:
             commands.append(_unsaved_draft(entry))
     left = tuple(entry.lead_id for entry in queue.entries)
-    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=(),
-                             recent=_left(queue, *left)), tuple(commands))
+    return Step(_replace(queue, admission=Admission.CLOSED, entries=(),
+                         recent=_left(queue, *left)), tuple(commands))
 
 
 def suspend(queue: LeadQueue) -> Step[LeadQueue]:
@@ -338,5 +349,5 @@ def suspend(queue: LeadQueue) -> Step[LeadQueue]:
     drafts = tuple(_unsaved_draft(entry) for entry in unsaved)
     kept = tuple(entry for entry in queue.entries if entry.status is LeadStatus.SAVED)
     returned = tuple(entry.lead_id for entry in unsaved)
-    return Step(attrs.evolve(queue, admission=Admission.CLOSED, entries=kept,
-                             recent=_left(queue, *returned)), drafts)
+    return Step(_replace(queue, admission=Admission.CLOSED, entries=kept,
+                         recent=_left(queue, *returned)), drafts)

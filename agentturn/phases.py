@@ -3,9 +3,12 @@
 Theory of operation
 -------------------
 Each part that has phases declares its graph once, as a list of edges ``(event name, sources,
-destinations)``, in a :class:`PhaseGraph`. Building the graph hands the same edges to a
+destinations)``, in a :class:`PhaseGraph`, which compiles them into a frozen mapping
+``(phase, event name) -> destinations`` (every phase named must be a member of the part's phase
+enum, or building the graph raises). :meth:`PhaseGraph.validate` hands the same edges to a
 ``transitions.Machine(model=None, auto_transitions=False)``, which validates the states and the
-transitions, and then compiles them into a frozen mapping ``(phase, event name) -> destinations``.
+transitions; it runs when the graph is drawn (the tests draw every graph) and on demand, not at
+import: ``import agentturn`` does not load ``transitions``.
 
 Reducers consult only that table (:meth:`PhaseGraph.check`): a missing entry is host misuse and
 raises :class:`agentturn.UnexpectedEvent` before anything is computed. Reducers never call
@@ -25,8 +28,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from transitions import Machine
-
 from .errors import UnexpectedEvent
 
 __all__ = ["Edge", "PhaseGraph"]
@@ -38,7 +39,8 @@ Edge = tuple[str, Iterable[P], Iterable[P]]
 
 
 class PhaseGraph(Generic[P]):
-    """A part's phase graph: validated by ``transitions`` once, then used as a plain table."""
+    """A part's phase graph: declared once, used as a plain table, validated and drawn by
+    ``transitions`` on demand."""
 
     def __init__(self, part: str, phases: type[P], initial: P,
                  edges: Sequence[tuple[str, Iterable[P], Iterable[P]]]) -> None:
@@ -46,27 +48,22 @@ class PhaseGraph(Generic[P]):
         self.phases = phases
         self.initial = initial
         triples: list[tuple[P, str, P]] = []
-        for trigger, sources, dests in edges:
-            dest_list = list(dests)
+        for trigger, source_phases, dests in edges:
+            sources, dest_list = list(source_phases), list(dests)
+            for phase in (*sources, *dest_list):
+                if not isinstance(phase, phases):
+                    raise TypeError(f"{part}: {phase!r} in the edge {trigger!r} is not a "
+                                    f"{phases.__name__}")
             for source in sources:
                 triples.extend((source, trigger, dest) for dest in dest_list)
-        self._machine_spec: dict[str, Any] = {
-            "states": [phase.name for phase in phases],
-            "initial": initial.name,
-            "transitions": [
-                {"trigger": trigger, "source": source.name, "dest": dest.name}
-                for source, trigger, dest in triples
-            ],
-            "auto_transitions": False,
-        }
-        # Validation: transitions raises on an unknown state or a malformed transition.
-        Machine(model=None, **self._machine_spec)
-        table: dict[tuple[P, str], set[P]] = {}
+        self._triples = triples
+        # Grouped by name first: an Enum member hashes in Python, its name in C.
+        grouped: dict[tuple[str, str], dict[str, P]] = {}
         for source, trigger, dest in triples:
-            table.setdefault((source, trigger), set()).add(dest)
-        self.table: Mapping[tuple[P, str], frozenset[P]] = MappingProxyType(
-            {key: frozenset(value) for key, value in table.items()}
-        )
+            grouped.setdefault((source._name_, trigger), {})[dest._name_] = dest
+        table = {(phases[source], trigger): frozenset(dests.values())
+                 for (source, trigger), dests in grouped.items()}
+        self.table: Mapping[tuple[P, str], frozenset[P]] = MappingProxyType(table)
         accepts: dict[P, set[str]] = {phase: set() for phase in phases}
         for source, trigger in table:
             accepts[source].add(trigger)
@@ -75,7 +72,26 @@ class PhaseGraph(Generic[P]):
         )
         # The hot-path copy of the table's keys: Enum members hash through a Python-level
         # ``__hash__``, their ``_name_`` strings in C, and every reducer step does this lookup.
-        self._keys = frozenset((source._name_, trigger) for source, trigger in table)
+        self._keys = frozenset(grouped)
+
+    def _machine_spec(self) -> dict[str, Any]:
+        """The declaration as ``transitions`` takes it."""
+        return {
+            "states": [phase.name for phase in self.phases],
+            "initial": self.initial.name,
+            "transitions": [
+                {"trigger": trigger, "source": source.name, "dest": dest.name}
+                for source, trigger, dest in self._triples
+            ],
+            "auto_transitions": False,
+        }
+
+    def validate(self) -> None:
+        """Build the declaration as a ``transitions.Machine``, which raises on an unknown state
+        or a malformed transition. Drawing the graph (:meth:`mermaid`) validates it too."""
+        from transitions import Machine
+
+        Machine(model=None, **self._machine_spec())
 
     def check(self, phase: P, event: Any) -> None:
         """Raise :class:`UnexpectedEvent` unless ``event``'s type is accepted in ``phase``."""
@@ -103,7 +119,8 @@ class PhaseGraph(Generic[P]):
             pass
 
         model = _Model()
-        GraphMachine(model=model, graph_engine="mermaid", title=self.part, **self._machine_spec)
+        GraphMachine(model=model, graph_engine="mermaid", title=self.part,
+                     **self._machine_spec())
         text = str(model.get_graph().draw(None))  # type: ignore[attr-defined]
         # transitions writes the bare title as front matter; Mermaid reads ``title: ...`` only.
         heading = f"---\n{self.part}\n---\n"

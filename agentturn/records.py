@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 import attrs
 
-from ._base import FieldError, is_bool, is_id, is_str, one_of, optional, tuple_of
+from ._base import FieldError, Value, is_bool, is_id, is_str, one_of, optional, tuple_of
 
 __all__ = [
     "COMPLETE_KINDS",
@@ -97,10 +97,12 @@ KNOWN_FINISH_REASONS: Mapping[str, FinishKind] = MappingProxyType({
 
 #: The kinds that mean the engine completed the response normally: only their tool calls run.
 COMPLETE_KINDS = frozenset({FinishKind.STOP, FinishKind.TOOL_CALLS})
+#: The same by name, for the hot path: an Enum member hashes in Python, its name in C.
+_COMPLETE_NAMES = frozenset(kind._name_ for kind in COMPLETE_KINDS)
 
 
-@attrs.frozen(kw_only=True)
-class FinishReason:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class FinishReason(Value):
     """An engine's finish reason: its normalized kind and the raw string, unchanged (TL-10)."""
 
     kind: FinishKind = attrs.field(validator=one_of(FinishKind))
@@ -124,11 +126,11 @@ class FinishReason:
     @property
     def completes_normally(self) -> bool:
         """True when the engine ended the response normally, so its tool calls may run (TL-9)."""
-        return self.kind in COMPLETE_KINDS
+        return self.kind._name_ in _COMPLETE_NAMES
 
 
-@attrs.frozen(kw_only=True)
-class ToolCall:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolCall(Value):
     """One tool call a model response asks for."""
 
     call_id: str = attrs.field(validator=is_id)
@@ -142,16 +144,16 @@ class ToolCall:
     discovered: bool = attrs.field(default=False, validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
-class UserMessageRecord:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class UserMessageRecord(Value):
     """A user message to persist: the turn's prompt or a saved Lead instruction."""
 
     message_id: str = attrs.field(validator=is_id)
     text: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
-class ResponseRecord:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ResponseRecord(Value):
     """A completed model response to persist, with the engine's raw finish reason (TL-10)."""
 
     request_id: str = attrs.field(validator=is_id)
@@ -177,8 +179,8 @@ class ToolResultStatus(enum.Enum):
     SUPERSEDED = "superseded"
 
 
-@attrs.frozen(kw_only=True)
-class ToolResultRecord:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class ToolResultRecord(Value):
     """The one result record of a tool call; ``reason`` says why it did not execute."""
 
     call_id: str = attrs.field(validator=is_id)
@@ -219,8 +221,8 @@ class OutcomeKind(enum.Enum):
     HALTED = "halted"
 
 
-@attrs.frozen(kw_only=True)
-class TurnOutcome:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TurnOutcome(Value):
     """The one typed end of a turn.
 
     ``finish_reason`` is the finish reason of the turn's last completed response, unchanged; it is

@@ -46,6 +46,7 @@ __all__ = [
     "TitlePhase",
     "TitleState",
     "TitleTrigger",
+    "is_due",
     "naming_in_flight",
     "new_turn",
     "reduce",
@@ -70,6 +71,8 @@ class TitlePhase(enum.Enum):
 
 #: Phases in which a naming request is in flight.
 IN_FLIGHT = frozenset({TitlePhase.NAMING, TitlePhase.RENAMED_NAMING})
+#: The same by name, for the hot path: an Enum member hashes in Python, its name in C.
+_IN_FLIGHT_NAMES = frozenset(phase._name_ for phase in IN_FLIGHT)
 
 _ALL = list(TitlePhase)
 
@@ -107,7 +110,7 @@ class TitleTrigger(enum.Enum):
     TOOL_ROUND = "tool_round"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TitleState(State):
     """The automatic-title state of one chat (it outlives turns). Build it with :meth:`create`."""
 
@@ -161,21 +164,29 @@ def new_turn(state: TitleState) -> TitleState:
 
 def naming_in_flight(state: TitleState) -> bool:
     """True while a naming request runs; no model request or tool may start then (TT-3)."""
-    return state.phase in IN_FLIGHT
+    return state.phase._name_ in _IN_FLIGHT_NAMES
+
+
+def is_due(state: TitleState) -> bool:
+    """Whether a title may be requested now: the one rule :func:`request_if_due` applies.
+
+    Unnamed, not renamed, preference on, not yet tried this turn, under ``max_attempts``.
+    """
+    return (
+        state.phase is TitlePhase.UNNAMED
+        and state.enabled
+        and not state.tried_this_turn
+        and state.failures < state.max_attempts
+    )
 
 
 def request_if_due(state: TitleState, trigger: TitleTrigger) -> Step[TitleState]:
     """At one of the two moments, ask for a title if the chat still needs one.
 
-    ``trigger`` documents which moment the caller reached; both are due under the same rule:
-    unnamed, not renamed, preference on, not yet tried this turn, under ``max_attempts``.
+    ``trigger`` documents which moment the caller reached; both are due under the same rule,
+    :func:`is_due`.
     """
-    if (
-        state.phase is not TitlePhase.UNNAMED
-        or not state.enabled
-        or state.tried_this_turn
-        or state.failures >= state.max_attempts
-    ):
+    if not is_due(state):
         return Step(state)
     state = _replace(state, phase=TitlePhase.NAMING, tried_this_turn=True,
                      requests=state.requests + 1)

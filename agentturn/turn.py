@@ -5,8 +5,9 @@ Theory of operation
 A turn starts with ``PromptSubmitted`` and runs until the model finishes, an error prevents
 progress, or the user presses Stop; there is no round cap (TL-1). Each step is
 ``reduce(state, event) -> Step``. The phase graph below is the single place where the phases and
-the events they accept are declared; :data:`TURN_GRAPH` validates it with ``transitions`` and the
-reducer consults only its table, so an event in the wrong phase is an
+the events they accept are declared; :data:`TURN_GRAPH` compiles it into a table (``transitions``
+validates and draws the same declaration) and the reducer consults only that table, so an event
+in the wrong phase is an
 :class:`~agentturn.UnexpectedEvent` raised before anything changes.
 
 One round goes: save the prompt (``Persist``) -> ask for a stream (``RequestModelStream``, which
@@ -70,7 +71,7 @@ from typing import Any
 import attrs
 
 from . import lead, titles
-from ._base import AwaitingCommand, Command, Step, replacer
+from ._base import AwaitingCommand, Command, Step, Value, builder, new_step, replacer
 from .commands import (
     AskPermission,
     CancelStream,
@@ -142,11 +143,20 @@ __all__ = [
     "TurnState",
     "outstanding",
     "reduce",
+    "reduce_into",
 ]
 
 P = TurnPhase
-#: ``attrs.evolve`` for TurnState, at the cost of one constructor call (see ``replacer``).
+#: ``attrs.evolve`` for TurnState, at the cost of one C call per field (see ``replacer``).
 _replace = replacer(TurnState)
+# The trusted constructors (see ``builder``) of what a step makes from validated values.
+_Persist = builder(Persist)
+_RequestModelStream = builder(RequestModelStream)
+_AskPermission = builder(AskPermission)
+_ExecuteTool = builder(ExecuteTool)
+_ResponseRecord = builder(ResponseRecord)
+_ToolResultRecord = builder(ToolResultRecord)
+_UserMessageRecord = builder(UserMessageRecord)
 
 
 _Commands = list[Command]
@@ -194,14 +204,14 @@ def _persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
     changes.update(phase=phase, persist_seq=state.persist_seq + 1, persisting=True,
                    batch=records)
     state = _replace(state, **changes)
-    out.append(Persist(key=state.persist_key, records=records))
+    out.append(_Persist(key=state.persist_key, records=records))
     return state
 
 
 def _results_for_rest(state: TurnState, status: ToolResultStatus,
                       reason: str) -> tuple[ToolResultRecord, ...]:
     return tuple(
-        ToolResultRecord(call_id=call.call_id, name=call.name, status=status, reason=reason)
+        _ToolResultRecord(call_id=call.call_id, name=call.name, status=status, reason=reason)
         for call in state.calls[state.next_call:]
     )
 
@@ -218,17 +228,17 @@ def _request(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     state = _replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
                      lead=queue, calls=(), next_call=0, stop_decided=False,
                      next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
-    out.append(RequestModelStream(request_id=state.request_id, lead_ids=lead_ids,
-                                  corrective=retry))
+    out.append(_RequestModelStream(request_id=state.request_id, lead_ids=lead_ids,
+                                   corrective=retry))
     return state
 
 
 def _start_call(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     call = state.calls[state.next_call]
     if call.needs_permission:
-        out.append(AskPermission(call=call))
+        out.append(_AskPermission(call=call))
         return _replace(state, phase=P.AWAITING_PERMISSION, **changes)
-    out.append(ExecuteTool(call=call))
+    out.append(_ExecuteTool(call=call))
     return _replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True, **changes)
 
 
@@ -238,9 +248,10 @@ def _advance(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
     ``changes`` (for fields this function does not read: ``persisting``, ``batch``) join the one
     new state the step builds.
     """
-    if lead.has_unsaved(state.lead):
+    pending = bool(state.lead.entries)  # Lead bookkeeping only while instructions are pending
+    if pending and lead.has_unsaved(state.lead):
         return _replace(state, phase=P.AWAITING_LEAD_SAVES, **changes)
-    leads_ready = bool(lead.saved_ids(state.lead))
+    leads_ready = pending and bool(lead.saved_ids(state.lead))
     if leads_ready and state.next_call < len(state.calls):
         skipped = _results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
         changes["next_call"] = len(state.calls)
@@ -327,7 +338,7 @@ def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> Turn
         calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
         finish_reason=None, ending=None, resume_phase=None, owed=(),
         lead=lead.open_admission(queue), title=titles.new_turn(state.title))
-    prompt = UserMessageRecord(message_id=event.message_id, text=event.text)
+    prompt = _UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (*carried, prompt), P.SAVING_PROMPT, out)
 
 
@@ -372,9 +383,9 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Command
     if event.request_id != state.request_id and _is_late(state, event, out):
         return state
     reason = state.config.finish_reason(event.finish_reason)
-    response = ResponseRecord(request_id=event.request_id, text=event.text,
-                              tool_calls=event.tool_calls, finish_reason=reason,
-                              malformed_tool_format=event.malformed_tool_format)
+    response = _ResponseRecord(request_id=event.request_id, text=event.text,
+                               tool_calls=event.tool_calls, finish_reason=reason,
+                               malformed_tool_format=event.malformed_tool_format)
     ending: TurnOutcome | None = None
     next_step = state.next_step
     if not reason.completes_normally:
@@ -392,7 +403,7 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: _Command
         next_step = NextStep.FINISH if event.text.strip() else NextStep.FINISH_EMPTY
     state = _persist(state, (response,), P.SAVING_RESPONSE, out, finish_reason=reason,
                      calls=event.tool_calls, next_call=0, next_step=next_step)
-    if event.text.strip() and not event.malformed_tool_format:
+    if titles.is_due(state.title) and event.text.strip() and not event.malformed_tool_format:
         named = titles.request_if_due(state.title, TitleTrigger.USABLE_RESPONSE)
         if named.commands:
             out.extend(named.commands)
@@ -436,7 +447,7 @@ def _on_persisted(state: TurnState, event: Persisted, out: _Commands) -> TurnSta
         skipped = _results_for_rest(state, *_SKIP_REASONS[OutcomeKind.MALFORMED_TOOL_FORMAT])
         return _persist(state, skipped, P.SAVING_RESULTS, out, next_call=len(state.calls))
     if (phase is P.SAVING_RESULTS and state.calls and state.next_call == len(state.calls)
-            and state.next_step is not NextStep.RETRY):
+            and state.next_step is not NextStep.RETRY and titles.is_due(state.title)):
         named = titles.request_if_due(state.title, TitleTrigger.TOOL_ROUND)
         if named.commands:
             out.extend(named.commands)
@@ -497,12 +508,12 @@ def _on_permission(state: TurnState, event: PermissionDecided, out: _Commands) -
     if event.call_id != call.call_id and _is_late(state, event, out):
         return state
     if event.decision is PermissionDecision.ALLOW:
-        out.append(ExecuteTool(call=call))
+        out.append(_ExecuteTool(call=call))
         return _replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
     if event.decision is PermissionDecision.DENY:
-        denied = ToolResultRecord(call_id=event.call_id, name=call.name,
-                                  status=ToolResultStatus.DENIED,
-                                  reason="Denied: the user did not allow this call.")
+        denied = _ToolResultRecord(call_id=event.call_id, name=call.name,
+                                   status=ToolResultStatus.DENIED, output="",
+                                   reason="Denied: the user did not allow this call.")
         state = _replace(state, next_call=state.next_call + 1)
         return _persist(state, (denied,), P.SAVING_RESULTS, out)
     return _finalize(state, out, _outcome(
@@ -515,7 +526,7 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: _Commands) -> 
         raise _unknown(state, event, "the result of the running call"
                        + (f" {_current_call_id(state)!r}" if state.tool_in_flight else ""))
     call = state.calls[state.next_call]
-    result = ToolResultRecord(
+    result = _ToolResultRecord(
         call_id=event.call_id, name=call.name, output=event.output,
         status=ToolResultStatus.CANCELLED if event.cancelled else ToolResultStatus.EXECUTED,
         reason="Cancelled: the user stopped the turn." if event.cancelled else "")
@@ -554,7 +565,7 @@ def _on_stop_decided(state: TurnState, event: NaturalStopDecided, out: _Commands
     if event.text is None or event.message_id is None:
         return _advance(_replace(state, stop_decided=True), out)
     # The continuation is a user-role message: saved before any request includes it (TL-5).
-    message = UserMessageRecord(message_id=event.message_id, text=event.text)
+    message = _UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (message,), P.SAVING_PROMPT, out, next_step=NextStep.REQUEST,
                     calls=(), next_call=0)
 
@@ -633,11 +644,11 @@ _HANDLERS: Mapping[type, _Handler] = MappingProxyType({
 
 #: The phase graph's table joined with the handlers: ``(phase name, event type) -> handler``.
 #: Built from TURN_GRAPH once, so the graph stays the one place that says what is accepted.
+_BY_NAME = {event_type.__name__: event_type for event_type in _HANDLERS}
 _ROUTES: Mapping[tuple[str, type], _Handler] = MappingProxyType({
-    (phase._name_, event_type): handler
+    (phase._name_, _BY_NAME[name]): _HANDLERS[_BY_NAME[name]]
     for (phase, name) in TURN_GRAPH.table
-    for event_type, handler in _HANDLERS.items()
-    if event_type.__name__ == name
+    if name in _BY_NAME
 })
 
 
@@ -648,6 +659,14 @@ def reduce(state: TurnState, event: object) -> Step[TurnState]:
     acceptable in the current phase or names a request, call, write or instruction the turn is
     not waiting on.
     """
+    out: _Commands = []
+    new_state = reduce_into(state, event, out)
+    return new_step(state=new_state, commands=tuple(out))
+
+
+def reduce_into(state: TurnState, event: object, out: list[Command]) -> TurnState:
+    """:func:`reduce` for a composing reducer (the session): append the commands to ``out``
+    and return the new state. A ``ProtocolError`` propagates; the caller then drops ``out``."""
     handler = _ROUTES.get((state.phase._name_, type(event)))
     if handler is None:
         if type(event) not in _HANDLERS:
@@ -655,15 +674,14 @@ def reduce(state: TurnState, event: object) -> Step[TurnState]:
                                   expected="an agentturn event")
         why = _late_answer(state, event)
         if why is not None:
-            return Step(state, (_absorb(event, why),))  # type: ignore[arg-type]
+            out.append(_absorb(event, why))  # type: ignore[arg-type]
+            return state
         TURN_GRAPH.check(state.phase, event)  # raises, naming what the phase accepts
-    out: _Commands = []
-    new_state = handler(state, event, out)  # type: ignore[misc]
-    return Step(new_state, tuple(out))
+    return handler(state, event, out)  # type: ignore[misc]
 
 
-@attrs.frozen(kw_only=True)
-class Outstanding:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Outstanding(Value):
     """One awaiting command the host has not answered yet: its class and the id to echo."""
 
     command: type[AwaitingCommand]

@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 :data:`TURN_GRAPH` is the one declaration of which events each :class:`TurnPhase` accepts and
-where each may lead; :mod:`agentturn.turn` holds the reducer that walks it. The graph is validated
-by ``transitions`` when this module is imported and compiled into a read-only table; the reducer
-only looks events up in that table. ``python -m agentturn diagram`` draws it.
+where each may lead; :mod:`agentturn.turn` holds the reducer that walks it. The graph is compiled
+into a read-only table when this module is imported, and the reducer only looks events up in that
+table; ``transitions`` validates the same declaration (``TURN_GRAPH.validate()``) and draws it
+(``python -m agentturn diagram``), loaded only then.
 
 :class:`TurnState` keeps the current response only (its tool calls and the index of the first
 one without a result) plus two counters from which request ids and write keys are derived, so its
@@ -20,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ._base import FieldError, State, is_bool, non_negative, one_of, optional
+from ._base import FieldError, State, Value, is_bool, non_negative, one_of, optional
 from .commands import Record
 from .lead import Admission, LeadQueue
 from .phases import PhaseGraph
@@ -168,8 +169,8 @@ def _finish_table(value: Any) -> tuple[tuple[str, FinishKind], ...]:
     return tuple(sorted(pairs.items()))
 
 
-@attrs.frozen(kw_only=True)
-class TurnConfig:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TurnConfig(Value):
     """How a host wants its turns run. Every default is the documented behaviour."""
 
     lead_permission_policy: LeadPermissionPolicy = attrs.field(
@@ -204,7 +205,7 @@ class NextStep(enum.Enum):
     FINISH_EMPTY = "finish_empty"  # the model finished with nothing (TL-7)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TurnState(State):
     """The lifecycle state of one chat. Build it with :meth:`create`."""
 

@@ -1,9 +1,19 @@
-"""Shared test set-up: hypothesis profiles and the ``req`` marker."""
+"""Shared test set-up: hypothesis profiles and the ``req`` marker.
+
+``AGENTTURN_HYPOTHESIS`` picks the profile (``ci`` by default, ``mutation`` under mutmut). A
+property test may ask for more than its profile's examples (the turn and guard machines ask for
+five times as many), but the profile has the last word: no test runs more than
+``EXAMPLES_FACTOR`` times the profile's ``max_examples``, nor more than ``STEPS_FACTOR`` times its
+``stateful_step_count`` steps per example. Under ``ci`` and ``deep`` that changes nothing (the
+strongest test asks for exactly the cap); ``compat`` and ``mutation`` scale every property test
+down together.
+"""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # CI: derandomized, so a red run is reproducible from its log; enough examples to matter.
@@ -17,4 +27,49 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
-settings.load_profile(os.environ.get("AGENTTURN_HYPOTHESIS", "ci"))
+# The suite on the other supported Pythons in CI (.ci/run): the same tests, derandomized, with a
+# quarter of the ci profile's examples.
+settings.register_profile(
+    "compat", derandomize=True, max_examples=50, deadline=None, print_blob=True,
+    database=None, suppress_health_check=[HealthCheck.too_slow],
+)
+# Mutation testing (mutmut runs the tests that reach each mutant): a handful of short examples
+# per property test, derandomized and without the example database, so every mutant meets the
+# same examples.
+settings.register_profile(
+    "mutation", derandomize=True, max_examples=4, stateful_step_count=15, deadline=None,
+    database=None, suppress_health_check=list(HealthCheck),
+)
+# mutmut runs the tests with MUTANT_UNDER_TEST set: they take the mutation profile unless told.
+#: The loaded profile's name; the explorer's and the exhaustive table's tests scale with it too.
+PROFILE = os.environ.get("AGENTTURN_HYPOTHESIS",
+                         "mutation" if "MUTANT_UNDER_TEST" in os.environ else "ci")
+settings.load_profile(PROFILE)
+
+#: The most examples a test may run, in multiples of its profile's ``max_examples``.
+EXAMPLES_FACTOR = 5
+#: The most steps per example a state machine may run, in multiples of its profile's.
+STEPS_FACTOR = 3
+
+
+def _capped(chosen: settings) -> settings:
+    profile = settings.default
+    examples = min(chosen.max_examples, profile.max_examples * EXAMPLES_FACTOR)
+    steps = min(chosen.stateful_step_count, profile.stateful_step_count * STEPS_FACTOR)
+    if (examples, steps) == (chosen.max_examples, chosen.stateful_step_count):
+        return chosen
+    return settings(chosen, max_examples=examples, stateful_step_count=steps)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Cap every hypothesis test by the loaded profile (see the module docstring)."""
+    for item in items:
+        cls = getattr(item, "cls", None)
+        chosen = getattr(cls, "settings", None)
+        if cls is not None and isinstance(chosen, settings):  # a RuleBasedStateMachine.TestCase
+            cls.settings = _capped(chosen)
+            continue
+        function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        chosen = getattr(function, "_hypothesis_internal_use_settings", None)
+        if isinstance(chosen, settings):  # an @given test
+            function._hypothesis_internal_use_settings = _capped(chosen)  # type: ignore[union-attr]

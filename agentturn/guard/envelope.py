@@ -23,14 +23,16 @@ from collections.abc import Mapping
 
 import attrs
 
+from .._base import Value
+
 __all__ = ["STATUSES", "TodoCounts", "parse_todo_envelope"]
 
 #: The statuses a todo item may have; unfinished = pending + in_progress.
 STATUSES = frozenset({"pending", "in_progress", "completed"})
 
 
-@attrs.frozen(kw_only=True)
-class TodoCounts:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class TodoCounts(Value):
     """What the guard keeps of a todo list: how many items, how many unfinished."""
 
     total: int

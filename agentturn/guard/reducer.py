@@ -41,7 +41,7 @@ from typing import Any
 
 import attrs
 
-from .._base import Command, Step, replacer
+from .._base import Command, Step, Value, new_step, replacer
 from ..errors import UnexpectedEvent
 from .envelope import parse_todo_envelope
 from .state import GUARD_GRAPH, GuardPhase, GuardState, LoopOwner
@@ -95,6 +95,7 @@ __all__ = [
     "decide",
     "holds_automatic_turns",
     "reduce",
+    "reduce_into",
 ]
 
 G = GuardPhase
@@ -153,8 +154,8 @@ class DecisionReason(enum.Enum):
     ATTEMPTS_USED_UP = "attempts_used_up"
 
 
-@attrs.frozen(kw_only=True)
-class GuardDecision:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class GuardDecision(Value):
     """The result of :func:`decide`; ``attempt`` and ``text`` are set for ``CONTINUE``."""
 
     decision: Decision
@@ -513,16 +514,22 @@ def reduce(state: GuardState, event: object) -> Step[GuardState]:
     After the step's own commands comes the one release rule: if the guard held automatic turns
     before the step and no longer does, one :class:`ReleaseAutomaticQueues` is appended.
     """
+    out: _Commands = []
+    new_state = reduce_into(state, event, out)
+    return new_step(state=new_state, commands=tuple(out))
+
+
+def reduce_into(state: GuardState, event: object, out: list[Command]) -> GuardState:
+    """:func:`reduce` for the session: append the decisions to ``out``, return the new state."""
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise UnexpectedEvent(part="todo_stop_guard", phase=state.phase.name, event=event,
                               expected="a todo stop guard event")
     GUARD_GRAPH.check(state.phase, event)
     if state.phase is G.OFF:
-        return Step(state)  # SG-C6: a guard that is off is inert
-    out: _Commands = []
+        return state  # SG-C6: a guard that is off is inert
     new_state = handler(state, event, out)
     if new_state is not state and holds_automatic_turns(state) and not holds_automatic_turns(
             new_state):
         out.append(ReleaseAutomaticQueues())
-    return Step(new_state, tuple(out))
+    return new_state

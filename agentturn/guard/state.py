@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from .._base import FieldError, State, is_bool, one_of
+from .._base import FieldError, State, Value, is_bool, one_of
 from ..phases import PhaseGraph
 from .vocabulary import ApprovalMode
 
@@ -140,8 +140,8 @@ GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
 )
 
 
-@attrs.frozen(kw_only=True)
-class GuardConfig:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class GuardConfig(Value):
     """What a session knows about the guard when it is created (SG-C1 ... SG-C5)."""
 
     #: ``experimental.todoStopGuard``; off unless the user opts in (SG-C1).
@@ -161,7 +161,7 @@ class GuardConfig:
         return self.todo_stop_guard and self.daemon and not self.safe_mode and not self.bare_mode
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class GuardState(State):
     """The guard of one session. Build it with :meth:`create`; it is never persisted."""
 

@@ -16,6 +16,8 @@ import re
 
 import attrs
 
+from .._base import Value
+
 __all__ = [
     "DISCRETE_MARKER",
     "GUARD_SOURCE",
@@ -77,8 +79,8 @@ def is_guard_prompt(text: object) -> bool:
     return isinstance(text, str) and _PROMPT.fullmatch(text) is not None
 
 
-@attrs.frozen(kw_only=True)
-class GuardChunkMeta:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class GuardChunkMeta(Value):
     """The ``_meta`` of a committed continuation's ``agent_message_chunk`` (OB-2). No todo text."""
 
     attempt: int

@@ -103,19 +103,19 @@ __all__ = [
 # --- the user and the work chain --------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class OrdinaryPromptStarted(Event):
     """A new ordinary user prompt starts; it starts an unarmed work chain (SG-A7)."""
 
     turn_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class MidTurnMessage(Event):
     """A mid-turn user message (a Lead instruction) reached the model: new user input (SG-A9)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RetryOrContinue(Event):
     """The user explicitly retried or continued after an error (SG-A8, SG-S2).
 
@@ -128,7 +128,7 @@ class RetryOrContinue(Event):
     turn_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class BackgroundResult(Event):
     """A background agent, shell, monitor or wakeup delivered a result to the session."""
 
@@ -143,7 +143,7 @@ class AutomaticTurnKind(enum.Enum):
     NOTIFICATION = "notification"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutomaticTurnStarted(Event):
     """A cron or notification turn starts (SG-A10, BG-5).
 
@@ -179,7 +179,7 @@ class ObservationPoint(enum.Enum):
     AFTER_POST_TOOL_USE = "after_post_tool_use"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoWriteStarted(Event):
     """A built-in todo-write call started in ``turn_id`` (SG-A3).
 
@@ -191,7 +191,7 @@ class TodoWriteStarted(Event):
     turn_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoWriteResult(Event):
     """A todo-write tool result observed live.
 
@@ -213,28 +213,28 @@ class TodoWriteResult(Event):
                                           validator=one_of(ObservationPoint))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoArgumentsObserved(Event):
     """A todo list seen in a todo-write call's *arguments*: never trusted (SG-A3)."""
 
     arguments: Any = attrs.field(repr=False)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoHistoryReplayed(Event):
     """A todo list found while replaying history: never trusted (SG-A3)."""
 
     envelope: Any = attrs.field(repr=False)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoDiskStateLoaded(Event):
     """A todo list read from disk: never trusted (SG-A3)."""
 
     envelope: Any = attrs.field(repr=False)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SubagentTodoObserved(Event):
     """A sub-agent's todo list: never trusted (SG-A3)."""
 
@@ -244,7 +244,7 @@ class SubagentTodoObserved(Event):
 # --- streams and stops ------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class NaturalStop(Event):
     """The model stopped naturally; the session asks the guard in its stop order (SO-7)."""
 
@@ -259,7 +259,7 @@ class NaturalStop(Event):
     hook_reason: str | None = attrs.field(default=None, validator=optional(not_blank))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class GuardStreamOpened(Event):
     """The guard-attributable stream the guard asked for was returned: the attempt commits."""
 
@@ -272,19 +272,19 @@ class NotOpenedReason(enum.Enum):
     TOKEN_REJECTED = "token_rejected"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class GuardStreamNotOpened(Event):
     """The guard-attributable stream failed before it was returned (SG-B3)."""
 
     reason: NotOpenedReason = attrs.field(validator=one_of(NotOpenedReason))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class OrdinaryStreamOpened(Event):
     """A primary stream not attributable to the guard opened (user, mid-turn input, hook)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ToolResultsReady(Event):
     """Tool results of the last primary stream are executed and saved; who may send them?"""
 
@@ -299,7 +299,7 @@ class ErrorKind(enum.Enum):
     NETWORK = "network"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RequestErrored(Event):
     """A primary request failed with an API or network error."""
 
@@ -322,7 +322,7 @@ class HardStopKind(enum.Enum):
     COMPACTION_FAILED = "compaction_failed"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class HardStop(Event):
     """A hard terminal path ended the current work: the chain is suspended."""
 
@@ -345,7 +345,7 @@ class TrustClearingKind(enum.Enum):
     AGENT_RESTART = "agent_restart"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TrustCleared(Event):
     """A trust-clearing lifecycle event happened (SG-A12)."""
 
@@ -355,7 +355,7 @@ class TrustCleared(Event):
     invalidated_turn_id: str | None = attrs.field(default=None, validator=optional(is_id))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ForegroundPromptSettled(Event):
     """A foreground prompt finished, normally or through an error path (SG-A15)."""
 
@@ -363,7 +363,7 @@ class ForegroundPromptSettled(Event):
     errored: bool = attrs.field(default=False, validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class QueuedPromptAborted(Event):
     """A queued FIFO prompt was aborted (SO-3, SO-4)."""
 
@@ -371,12 +371,12 @@ class QueuedPromptAborted(Event):
     last: bool = attrs.field(validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientAttached(Event):
     """A live client attached to this same session: the state is kept (SG-A13)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ModelChanged(Event):
     """The model changed: no new work chain (SG-A13)."""
 
@@ -391,7 +391,7 @@ class ApprovalMode(enum.Enum):
     PLAN = "plan"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ApprovalModeChanged(Event):
     """The approval mode changed (SG-A13, SG-C3).
 
@@ -402,7 +402,7 @@ class ApprovalModeChanged(Event):
     mode: ApprovalMode = attrs.field(validator=one_of(ApprovalMode))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SettingsChanged(Event):
     """The user changed ``experimental.todoStopGuard``; it applies only to new sessions (SG-C2)."""
 
@@ -412,14 +412,14 @@ class SettingsChanged(Event):
 # --- commands ---------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StartWorkChain(Notice):
     """A new work chain begins: snapshot the background baseline now (BG-1, SG-A7, SG-A8)."""
 
     chain: int = attrs.field(validator=non_negative)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ContinueWithGuardPrompt(AwaitingCommand):
     """Open one more primary stream with ``text`` as a user-role message (OB-1).
 
@@ -446,7 +446,7 @@ class Sponsor(enum.Enum):
     STOP_HOOK = "stop_hook"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SendToolResults(AwaitingCommand):
     """Send the tool results in a follow-up stream, without another guard prompt (SG-B6).
 
@@ -463,14 +463,14 @@ class SendToolResults(AwaitingCommand):
     attempt: int | None = attrs.field(default=None, validator=optional(non_negative))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class KeepToolResults(Notice):
     """Keep the executed results, but open no further stream: no third attempt (SG-B5)."""
 
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class EmitAgentMessageChunk(Notice):
     """Emit one discrete, replayable ``agent_message_chunk`` for a committed attempt (OB-2)."""
 
@@ -478,21 +478,21 @@ class EmitAgentMessageChunk(Notice):
     meta: GuardChunkMeta = attrs.field(validator=one_of(GuardChunkMeta))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ReportGuardExhausted(Notice):
     """Show the exhaustion message, once per chain (OB-3)."""
 
     text: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class HookMayContinue(Notice):
     """The guard chain is suspended, but the coalesced hook may continue on its own (SG-B9)."""
 
     reason: str = attrs.field(validator=not_blank)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ReleaseAutomaticQueues(Notice):
     """Release deferred automatic (cron, notification) queues (SG-A15, SO-4, BG-5).
 
@@ -501,7 +501,7 @@ class ReleaseAutomaticQueues(Notice):
     """
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class DeferAutomaticTurn(Notice):
     """Hold this automatic turn and start it after the next :class:`ReleaseAutomaticQueues`.
 

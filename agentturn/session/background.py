@@ -91,7 +91,7 @@ import enum
 
 import attrs
 
-from .._base import FieldError, is_bool, is_id, non_negative, one_of, replacer
+from .._base import FieldError, Value, is_bool, is_id, non_negative, one_of, replacer
 
 __all__ = [
     "DEFAULT_MAX_DEFERRED",
@@ -149,16 +149,16 @@ class BackgroundKind(enum.Enum):
     WAKEUP = "wakeup"
 
 
-@attrs.frozen(kw_only=True)
-class LiveItem:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class LiveItem(Value):
     """A background item that is still running (or, for a wakeup, still scheduled)."""
 
     item_id: str = attrs.field(validator=is_id)
     kind: BackgroundKind = attrs.field(validator=one_of(BackgroundKind))
 
 
-@attrs.frozen(kw_only=True)
-class Notification:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Notification(Value):
     """A queued notification or fired wakeup, waiting to be processed."""
 
     notification_id: str = attrs.field(validator=is_id)
@@ -166,8 +166,8 @@ class Notification:
     source_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
-class Baseline:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Baseline(Value):
     """What was already there when the current work chain started (BG-1)."""
 
     #: Ids of the items live at the boundary.
@@ -176,8 +176,8 @@ class Baseline:
     notification_ids: frozenset[str] = frozenset()
 
 
-@attrs.frozen(kw_only=True)
-class Background:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Background(Value):
     """The session's background work. Start from ``Background()`` and change it only through
     the functions of this module."""
 
@@ -275,8 +275,8 @@ class AutomaticKind(enum.Enum):
     WAKEUP = "wakeup"
 
 
-@attrs.frozen(kw_only=True)
-class AutomaticTurn:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class AutomaticTurn(Value):
     """An automatic (cron, notification or wakeup) turn the session may have to hold."""
 
     turn_id: str = attrs.field(validator=is_id)
@@ -302,8 +302,8 @@ def _at_least_one(instance: object, attribute: attrs.Attribute[int], value: obje
         raise FieldError("Deferred.max_deferred must be at least 1, got 0")
 
 
-@attrs.frozen(kw_only=True)
-class Deferred:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Deferred(Value):
     """The bounded FIFO of held automatic turns. Start from ``Deferred()`` (or give
     ``max_deferred``) and change it only through :func:`defer`, :func:`release` and
     :func:`pop_next`."""
@@ -320,7 +320,6 @@ class Deferred:
 
 
 _replace_deferred = replacer(Deferred)
-_replace_turn = replacer(AutomaticTurn)
 
 
 class Deferral(enum.Enum):
@@ -338,8 +337,8 @@ class Deferral(enum.Enum):
     DUPLICATE = "duplicate"
 
 
-@attrs.frozen(kw_only=True)
-class DeferOutcome:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class DeferOutcome(Value):
     """What :func:`defer` did, for the session to report to the host."""
 
     result: Deferral
@@ -363,7 +362,7 @@ def defer(queue: Deferred, turn: AutomaticTurn) -> tuple[Deferred, DeferOutcome]
         for index, other in enumerate(held):
             if (other.recurring and other.source_id == turn.source_id
                     and other.related == turn.related):
-                merged = _replace_turn(other, coalesced=other.coalesced + 1 + turn.coalesced)
+                merged = attrs.evolve(other, coalesced=other.coalesced + 1 + turn.coalesced)
                 turns = (*held[:index], merged, *held[index + 1:])
                 return (_replace_deferred(queue, turns=turns),
                         DeferOutcome(result=Deferral.COALESCED, turn=turn, into=merged))

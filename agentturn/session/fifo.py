@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import attrs
 
+from .._base import Value
+
 __all__ = [
     "MAX_QUEUED",
     "QueuedPrompt",
@@ -35,8 +37,8 @@ __all__ = [
 MAX_QUEUED = 32
 
 
-@attrs.frozen(kw_only=True)
-class QueuedPrompt:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class QueuedPrompt(Value):
     """One prompt waiting for its turn."""
 
     prompt_id: str

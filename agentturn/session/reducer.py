@@ -47,7 +47,7 @@ from typing import Any
 from .. import guard as g
 from .. import lead as lead_queue
 from .. import turn as turn_part
-from .._base import Command, Step, replacer
+from .._base import Command, Step, builder, new_step, replacer
 from ..commands import (
     CancelStream,
     DecideNaturalStop,
@@ -74,6 +74,7 @@ from ..events import (
     TokenLimitRejected,
     ToolFinished,
 )
+from ..guard.reducer import reduce_into as guard_into
 from ..guard.texts import DISCRETE_MARKER, GUARD_SOURCE, MAX_ATTEMPTS
 from ..records import OutcomeKind
 from . import background as bg
@@ -126,7 +127,11 @@ __all__ = ["combined_continuation", "outstanding", "reduce"]
 
 P = SessionPhase
 _replace = replacer(SessionState)
+_Publish = builder(Publish)  # the trusted constructor (see ``builder``)
 _Out = list[Command]
+#: The guard facts without fields, built once (events are immutable values).
+_ORDINARY_STREAM_OPENED = g.OrdinaryStreamOpened()
+_GUARD_STREAM_OPENED = g.GuardStreamOpened()
 
 #: The automatic-turn kinds the guard knows: a wakeup is a notification to it.
 _GUARD_KIND = {bg.AutomaticKind.CRON: g.AutomaticTurnKind.CRON,
@@ -134,6 +139,9 @@ _GUARD_KIND = {bg.AutomaticKind.CRON: g.AutomaticTurnKind.CRON,
                bg.AutomaticKind.WAKEUP: g.AutomaticTurnKind.NOTIFICATION}
 _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhausted",
                    "attempt": MAX_ATTEMPTS, "maxAttempts": MAX_ATTEMPTS}
+
+
+GRACE_EXPIRED = "The client did not come back within the grace period."
 
 
 def combined_continuation(hook_reason: str | None, guard_text: str | None) -> str:
@@ -144,14 +152,20 @@ def combined_continuation(hook_reason: str | None, guard_text: str | None) -> st
 # --- the parts --------------------------------------------------------------------------------
 
 
-def _to_guard(s: SessionState, event: object, out: _Out) -> SessionState:
-    return _apply_guard(s, g.reduce(s.guard, event), out)
+def _to_guard(s: SessionState, event: object, out: _Out, **changes: Any) -> SessionState:
+    """Hand ``event`` to the guard; ``changes`` join the same new session state."""
+    commands: _Out = []
+    guard = guard_into(s.guard, event, commands)
+    return _apply_guard(s, guard, commands, out, **changes)
 
 
-def _apply_guard(s: SessionState, step: Step[g.GuardState], out: _Out) -> SessionState:
-    if step.state is not s.guard:
-        s = _replace(s, guard=step.state)
-    for command in step.commands:
+def _apply_guard(s: SessionState, guard: g.GuardState, commands: _Out | tuple[Command, ...],
+                 out: _Out, **changes: Any) -> SessionState:
+    if guard is not s.guard:
+        changes["guard"] = guard
+    if changes:
+        s = _replace(s, **changes)
+    for command in commands:
         s = _on_guard_command(s, command, out)
     return s
 
@@ -176,31 +190,48 @@ def _on_guard_command(s: SessionState, command: Command, out: _Out) -> SessionSt
     return s
 
 
-def _to_turn(s: SessionState, event: object, out: _Out) -> SessionState:
-    step = turn_part.reduce(s.turn, event)
-    if step.state is not s.turn:
-        s = _replace(s, turn=step.state)
-    for command in step.commands:
+def _to_turn(s: SessionState, event: object, out: _Out, **changes: Any) -> SessionState:
+    """Hand ``event`` to the turn and translate its commands; ``changes`` join the same new
+    session state as the turn's."""
+    commands: _Out = []
+    turn = turn_part.reduce_into(s.turn, event, commands)
+    if turn is not s.turn:
+        s = _replace(s, turn=turn, **changes)
+    elif changes:
+        s = _replace(s, **changes)
+    for command in commands:
+        s = _on_turn_command(s, command, out)
+    return s
+
+
+def _apply_turn(s: SessionState, turn: turn_part.TurnState, commands: _Out, out: _Out,
+                **changes: Any) -> SessionState:
+    """The second half of :func:`_to_turn`, for a handler that looked at the turn's step."""
+    if turn is not s.turn:
+        s = _replace(s, turn=turn, **changes)
+    elif changes:
+        s = _replace(s, **changes)
+    for command in commands:
         s = _on_turn_command(s, command, out)
     return s
 
 
 def _on_turn_command(s: SessionState, command: Command, out: _Out) -> SessionState:
-    if isinstance(command, RequestModelStream):
-        return _on_request(s, command, out)
-    if isinstance(command, DecideNaturalStop):
-        return _natural_stop(s, out)
-    if isinstance(command, ExecuteTool):
-        call = command.call
+    kind = type(command)  # the turn's own commands: exact classes, never subclasses
+    if kind is RequestModelStream:
+        return _on_request(s, command, out)  # type: ignore[arg-type]
+    if kind is ExecuteTool:
+        call = command.call  # type: ignore[attr-defined]
         if call.name == s.config.todo_tool and not call.discovered:
-            s = _replace(s, todo_call=call.call_id)
             s = _to_guard(s, g.TodoWriteStarted(call_id=call.call_id, turn_id=s.turn.turn_id),
-                          out)
-    elif isinstance(command, CancelStream) and command.request_id == s.withheld_request:
+                          out, todo_call=call.call_id)
+    elif kind is DecideNaturalStop:
+        return _natural_stop(s, out)
+    elif kind is CancelStream and command.request_id == s.withheld_request:  # type: ignore[attr-defined]
         return s  # the host never got that request
-    elif isinstance(command, EndTurn):
+    elif kind is EndTurn:
         out.append(command)
-        return _turn_ended(s, command, out)
+        return _turn_ended(s, command, out)  # type: ignore[arg-type]
     out.append(command)
     return s
 
@@ -208,22 +239,27 @@ def _on_turn_command(s: SessionState, command: Command, out: _Out) -> SessionSta
 def _on_request(s: SessionState, request: RequestModelStream, out: _Out) -> SessionState:
     """Attribute a model request: a decided continuation, the guard's tool loop, or the user."""
     continuation = s.continuation
-    s = _replace(s, continuation=Continuation.NONE, guard_request="", hook_request="")
     if continuation is Continuation.GUARD:
         out.append(request)
-        return _replace(s, guard_request=request.request_id)
+        return _replace(s, continuation=Continuation.NONE, guard_request=request.request_id,
+                        hook_request="")
     if continuation is Continuation.HOOK:
         out.append(request)
-        return _replace(s, hook_request=request.request_id)
-    if s.guard.loop is not g.LoopOwner.NONE and continuation is Continuation.NONE:
-        step = g.reduce(s.guard, g.ToolResultsReady(mid_turn_input=bool(request.lead_ids)))
-        keep = next((c for c in step.commands if isinstance(c, g.KeepToolResults)), None)
-        send = next((c for c in step.commands if isinstance(c, g.SendToolResults)), None)
-        s = _apply_guard(s, step, out)
+        return _replace(s, continuation=Continuation.NONE, guard_request="",
+                        hook_request=request.request_id)
+    if s.guard_request or s.hook_request:
+        s = _replace(s, guard_request="", hook_request="")
+    if s.guard.loop is not g.LoopOwner.NONE:
+        commands: _Out = []
+        guard = guard_into(s.guard, g.ToolResultsReady(mid_turn_input=bool(request.lead_ids)),
+                           commands)
+        keep = next((c for c in commands if isinstance(c, g.KeepToolResults)), None)
+        send = next((c for c in commands if isinstance(c, g.SendToolResults)), None)
+        s = _apply_guard(s, guard, commands, out)
         if keep is not None:
             # SG-B5: the results are saved; no third guard-attributable stream opens.
-            s = _replace(s, withheld_request=request.request_id)
-            return _to_turn(s, HaltTurn(reason=keep.reason), out)
+            return _to_turn(s, HaltTurn(reason=keep.reason), out,
+                            withheld_request=request.request_id)
         out.append(request)
         if send is not None and send.sponsor is g.Sponsor.GUARD:
             return _replace(s, guard_request=request.request_id)
@@ -237,7 +273,7 @@ def _on_request(s: SessionState, request: RequestModelStream, out: _Out) -> Sess
 def _publish(s: SessionState, kind: EntryKind, message_id: str, text: str,
              meta: Mapping[str, object] | None, out: _Out) -> SessionState:
     ring, entry = publish(s.ring, kind, message_id or s.config.chat_id, text, meta)
-    out.append(Publish(entry=entry))
+    out.append(_Publish(entry=entry))
     return _replace(s, ring=ring)
 
 
@@ -266,12 +302,12 @@ def _try_automatic(s: SessionState, turn: bg.AutomaticTurn, message_id: str, tex
                    out: _Out) -> tuple[SessionState, bool]:
     """Start ``turn`` unless the guard holds it (its ``DeferAutomaticTurn``, one rule)."""
     related = bg.is_related(s.background, turn.source_id)  # as of now, not when it was due
-    step = g.reduce(s.guard, g.AutomaticTurnStarted(
-        turn_id=turn.turn_id, kind=_GUARD_KIND[turn.kind], related=related))
-    if any(isinstance(c, g.DeferAutomaticTurn) for c in step.commands):
+    commands: _Out = []
+    guard = guard_into(s.guard, g.AutomaticTurnStarted(
+        turn_id=turn.turn_id, kind=_GUARD_KIND[turn.kind], related=related), commands)
+    if any(isinstance(c, g.DeferAutomaticTurn) for c in commands):
         return s, False
-    s = _replace(s, phase=P.TURN, automatic=True, hook_blocks=0)
-    s = _apply_guard(s, step, out)
+    s = _apply_guard(s, guard, commands, out, phase=P.TURN, automatic=True, hook_blocks=0)
     return _to_turn(s, PromptSubmitted(turn_id=turn.turn_id, message_id=message_id,
                                        text=text), out), True
 
@@ -335,13 +371,20 @@ def _start_next(s: SessionState, out: _Out) -> SessionState:
 
 def _turn_ended(s: SessionState, end: EndTurn, out: _Out) -> SessionState:
     errored = end.outcome.kind is OutcomeKind.ERROR
+    if s.guard.phase is g.GuardPhase.CONTINUING:
+        # The turn ended before the continuation's stream opened (its message could not be
+        # saved, say): nothing was consumed; an error pauses for a retry (SG-S2, SG-B3).
+        s = _to_guard(s, g.RequestErrored(kind=g.ErrorKind.API) if end.outcome.resumable
+                      else g.GuardStreamNotOpened(reason=g.NotOpenedReason.CANCELLED), out)
     s = _replace(s, continuation=Continuation.NONE, guard_request="", hook_request="",
-                 withheld_request="", todo_call="", drain_id="", hook_run="")
+                 withheld_request="", todo_call="", drain_id="", hook_run="",
+                 fifo_priority=False)
     s = _to_guard(s, g.ForegroundPromptSettled(turn_id=end.turn_id, errored=errored), out)
     s = _publish(s, EntryKind.TURN_ENDED, end.turn_id, end.outcome.message, None, out)
     if s.phase is P.CLOSING:
         return _close(s, "closed", out)
-    s = _replace(s, phase=P.IDLE, automatic=False)
+    # ``automatic`` stays as it was: a ContinueTurn continues the same kind of turn (BG-4).
+    s = _replace(s, phase=P.IDLE)
     if s.config.daemon:
         resumable = g.holds_automatic_turns(s.guard)
         # a complete queued prompt here, or one the client reported that the chain awaits
@@ -404,9 +447,11 @@ def _after_drain(s: SessionState, messages: tuple[str, ...], queued: bool,
 def _guard_stop(s: SessionState, hook_reason: str | None, out: _Out) -> SessionState:
     """SO-7, SO-8: the guard decides; a hook block joins its continuation, or goes alone."""
     relevant = bg.relevant_input(s.background)
-    step = g.reduce(s.guard, g.NaturalStop(relevant_background=relevant, hook_reason=hook_reason))
-    prompt = next((c for c in step.commands if isinstance(c, g.ContinueWithGuardPrompt)), None)
-    s = _apply_guard(s, step, out)
+    commands: _Out = []
+    guard = guard_into(s.guard, g.NaturalStop(relevant_background=relevant,
+                                              hook_reason=hook_reason), commands)
+    prompt = next((c for c in commands if isinstance(c, g.ContinueWithGuardPrompt)), None)
+    s = _apply_guard(s, guard, commands, out)
     if prompt is not None:
         return _decide(s, Continuation.GUARD, combined_continuation(hook_reason, prompt.text), out)
     if hook_reason is not None:
@@ -440,19 +485,23 @@ def _on_continue(s: SessionState, event: ContinueTurn, out: _Out) -> SessionStat
 
 
 def _on_stream_opened(s: SessionState, event: StreamOpened, out: _Out) -> SessionState:
-    before = s.turn
-    s = _to_turn(s, event, out)
-    if s.turn is before:
-        return s  # a late answer, absorbed by the turn
-    guard_call = event.request_id == s.guard_request
+    commands: _Out = []
+    turn = turn_part.reduce_into(s.turn, event, commands)
+    if turn is s.turn:
+        return _apply_turn(s, turn, commands, out)  # a late answer, absorbed by the turn
+    # Only while the guard still waits for it: trust clearing or Plan mode drop the attempt.
+    guard_call = (event.request_id == s.guard_request
+                  and s.guard.phase is g.GuardPhase.CONTINUING)
     hook_call = event.request_id == s.hook_request
-    s = _replace(s, guard_request="", hook_request="")
     if guard_call:
-        s = _to_guard(s, g.GuardStreamOpened(), out)  # SG-B3: the attempt commits now
+        s = _apply_turn(s, turn, commands, out, guard_request="", hook_request="")
+        s = _to_guard(s, _GUARD_STREAM_OPENED, out)  # SG-B3: the attempt commits now
         hook_call = s.guard.loop is g.LoopOwner.GUARD_AND_HOOK  # one call for both (SO-8)
-    else:
-        s = _to_guard(s, g.OrdinaryStreamOpened(), out)
-    return _replace(s, usage=count_model_call(s.usage, guard=guard_call, hook=hook_call))
+        return _replace(s, usage=count_model_call(s.usage, guard=True, hook=hook_call))
+    # An ordinary stream: counted in the same new state; the guard only ends its tool loop.
+    s = _apply_turn(s, turn, commands, out, guard_request="", hook_request="",
+                    usage=count_model_call(s.usage, guard=False, hook=hook_call))
+    return _to_guard(s, _ORDINARY_STREAM_OPENED, out)
 
 
 def _on_stream_completed(s: SessionState, event: StreamCompleted, out: _Out) -> SessionState:
@@ -465,7 +514,8 @@ def _on_stream_completed(s: SessionState, event: StreamCompleted, out: _Out) -> 
 
 def _not_opened(s: SessionState, request_id: str, reason: g.NotOpenedReason,
                 otherwise: object, out: _Out) -> SessionState:
-    if request_id and request_id == s.guard_request:
+    if (request_id and request_id == s.guard_request
+            and s.guard.phase is g.GuardPhase.CONTINUING):
         s = _replace(s, guard_request="")
         return _to_guard(s, g.GuardStreamNotOpened(reason=reason), out)
     return _to_guard(s, otherwise, out)
@@ -516,15 +566,10 @@ def _on_tool_finished(s: SessionState, event: ToolFinished, out: _Out) -> Sessio
     s = _to_turn(s, event, out)
     if call_id and event.call_id == call_id:
         # SG-A1, SG-A2: after execution and status, before PostToolUse hooks; handed once.
-        s = _replace(s, todo_call="")
         s = _to_guard(s, g.TodoWriteResult(
             call_id=call_id, turn_id=turn_id, envelope=event.structured,
-            succeeded=not event.error and not event.cancelled), out)
+            succeeded=not event.error and not event.cancelled), out, todo_call="")
     return s
-
-
-def _on_turn_event(s: SessionState, event: object, out: _Out) -> SessionState:
-    return _to_turn(s, event, out)
 
 
 def _on_hard_stop(s: SessionState, event: HardStopped, out: _Out) -> SessionState:
@@ -579,8 +624,14 @@ def _on_prompt_aborted(s: SessionState, event: PromptAborted, out: _Out) -> Sess
 
 
 def _issued(s: SessionState, answer_id: str, kind: str) -> bool:
-    """``answer_id`` names a drain or hook run this session asked for (``<turn>/<kind>-<n>``,
-    ``n`` counting every natural stop of the session, so any earlier turn's is known too)."""
+    """``answer_id`` has the shape of a drain or hook run this session asked for:
+    ``<turn>/<kind>-<n>`` with ``n`` at most the session's count of natural stops.
+
+    **Choice:** the session does not remember every turn id (its state stays bounded), so an
+    answer whose number it issued but whose turn it cannot confirm is absorbed as late, never
+    raised; a drain reply's messages are then handed back (``RestoreMidTurnMessages``), so
+    nothing is lost either way. An id of another shape, or a number not issued yet, is misuse.
+    """
     _, separator, number = answer_id.rpartition(f"/{kind}-")
     return (bool(separator) and number.isdigit() and number == str(int(number))
             and 1 <= int(number) <= s.stops)
@@ -618,8 +669,10 @@ def _on_timer(s: SessionState, event: TimerFired, out: _Out) -> SessionState:
         s = _replace(s, late_drain=event.key)
         return _after_drain(s, (), fifo.has_queued_prompt(s.fifo), out)
     if event.key == GRACE_TIMER and s.grace:
-        return _terminate(s, "The client did not come back within the grace period.",
-                          g.HardStopKind.GRACE_EXPIRED, out)
+        return _terminate(s, GRACE_EXPIRED, g.HardStopKind.GRACE_EXPIRED, out)
+    if event.key != GRACE_TIMER and not _issued(s, event.key, "drain"):
+        raise UnknownId(part="session", phase=s.phase.name, event=event,
+                        expected="a timer this session started")
     _stale(event, event.key, "this timer is no longer running", out)
     return s
 
@@ -712,6 +765,8 @@ def _on_close(s: SessionState, event: CloseRequested, out: _Out) -> SessionState
 def _terminate(s: SessionState, reason: str, kind: g.HardStopKind, out: _Out) -> SessionState:
     """End the session: halt a running turn first (its pending dialog is dismissed, never
     approved), then close once it has ended."""
+    if s.grace and reason != GRACE_EXPIRED:
+        out.append(CancelTimer(key=GRACE_TIMER))  # closed by the client before grace ran out
     if s.grace:
         s = _replace(s, grace=False)
     if s.phase is P.IDLE:
@@ -757,7 +812,7 @@ _HANDLERS: Mapping[str, _Handler] = MappingProxyType({
     "StopPressed": _on_stop,
     "PermissionDecided": _on_permission,
     "ToolFinished": _on_tool_finished,
-    **{name: _on_turn_event for name in TURN_EVENTS if name not in (
+    **{name: _to_turn for name in TURN_EVENTS if name not in (
         "PromptSubmitted", "ContinueTurn", "StreamOpened", "StreamCompleted", "StreamFailed",
         "CompactionFailed", "TokenLimitRejected", "StopPressed", "PermissionDecided",
         "ToolFinished")},
@@ -797,6 +852,13 @@ def _event_types() -> dict[str, type]:
 
 
 _TYPES: Mapping[str, type] = MappingProxyType(_event_types())
+#: The phase graph's table joined with the handlers: ``(phase name, event class) -> handler``.
+#: Built from SESSION_GRAPH once, so the graph stays the one place that says what is accepted.
+_ROUTES: Mapping[tuple[str, type], _Handler] = MappingProxyType({
+    (phase._name_, _TYPES[name]): _HANDLERS[name]
+    for (phase, name) in SESSION_GRAPH.table
+    if name in _TYPES
+})
 
 
 def reduce(state: SessionState, event: object) -> Step[SessionState]:
@@ -805,14 +867,15 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
     Raises a :class:`~agentturn.ProtocolError` (and changes nothing) when the event is not
     acceptable in the session's phase, or any part refuses it.
     """
-    name = type(event).__name__
-    if _TYPES.get(name) is not type(event):
-        raise UnexpectedEvent(part="session", phase=state.phase.name, event=event,
-                              expected="a session event")
-    SESSION_GRAPH.check(state.phase, event)
+    handler = _ROUTES.get((state.phase._name_, type(event)))
+    if handler is None:
+        if _TYPES.get(type(event).__name__) is not type(event):
+            raise UnexpectedEvent(part="session", phase=state.phase.name, event=event,
+                                  expected="a session event")
+        SESSION_GRAPH.check(state.phase, event)  # raises, naming what the phase accepts
     out: _Out = []
-    new_state = _HANDLERS[name](state, event, out)
-    return Step(new_state, tuple(out))
+    new_state = handler(state, event, out)  # type: ignore[misc]
+    return new_step(state=new_state, commands=tuple(out))
 
 
 def outstanding(state: SessionState) -> tuple[turn_part.Outstanding, ...]:

@@ -60,7 +60,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from .._base import FieldError, non_negative, replacer
+from .._base import FieldError, Value, builder, non_negative, replacer
 from ..guard.texts import DISCRETE_MARKER, GUARD_SOURCE, MAX_ATTEMPTS
 
 __all__ = [
@@ -227,8 +227,8 @@ def is_discrete(meta: Mapping[str, object] | None) -> bool:
             and meta.get("source") == GUARD_SOURCE)
 
 
-@attrs.frozen(kw_only=True)
-class RingEntry:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class RingEntry(Value):
     """One replayable event the session published.
 
     Built only by :func:`publish` (which validates its inputs) and by replay compaction, so,
@@ -285,8 +285,8 @@ def _checked(kind: object, message_id: object, text: object,
     return frozen
 
 
-@attrs.frozen(kw_only=True)
-class Replay:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Replay(Value):
     """What :func:`replay` returns."""
 
     #: Every entry still held with ``seq > after_seq``, in ``seq`` order.
@@ -300,8 +300,8 @@ class Replay:
     last_seq: int
 
 
-@attrs.frozen(kw_only=True)
-class EventRing:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class EventRing(Value):
     """The bounded ring of one session's published events. Build it with :meth:`create`."""
 
     #: At most this many live entries (at least 1).
@@ -338,6 +338,7 @@ class EventRing:
 
 
 _replace_ring = replacer(EventRing)
+_RingEntry = builder(RingEntry)  # the trusted constructor: publish validates its inputs first
 
 
 def _mergeable(earlier: RingEntry, later: RingEntry) -> bool:
@@ -396,8 +397,8 @@ def publish(ring: EventRing, kind: EntryKind, message_id: str, text: str,
     """
     frozen = _checked(kind, message_id, text, meta)
     seq = ring.next_seq
-    entry = RingEntry(seq=seq, first_seq=seq, kind=kind, message_id=message_id, text=text,
-                      meta=frozen)
+    entry = _RingEntry(seq=seq, first_seq=seq, kind=kind, message_id=message_id, text=text,
+                       meta=frozen)
     live, pairs = ring.live, ring.mergeable_pairs
     extends = bool(live) and _mergeable(live[-1], entry)
     if len(live) < ring.capacity:
@@ -445,8 +446,15 @@ def replay(ring: EventRing, after_seq: int | None = None) -> Replay:
                   last_seq=ring.next_seq - 1)
 
 
-@attrs.frozen(kw_only=True)
-class Usage:
+def _parts_of_model_calls(instance: Usage, attribute: attrs.Attribute[int], value: int) -> None:
+    """Validator run last: the guard's and the hooks' calls are parts of all model calls."""
+    if max(instance.guard_calls, value) > instance.model_calls:
+        raise FieldError("Usage.guard_calls and Usage.hook_calls are parts of "
+                         "Usage.model_calls and cannot exceed it")
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class Usage(Value):
     """Primary-model calls of a session, for its usage metadata (OB-5).
 
     Guard continuations are extra model calls: each is counted in ``model_calls`` as well as in
@@ -459,12 +467,10 @@ class Usage:
     #: Of those, the streams attributable to the guard (its committed attempts).
     guard_calls: int = attrs.field(default=0, validator=non_negative)
     #: Of those, the streams an external Stop hook's continuation opened.
-    hook_calls: int = attrs.field(default=0, validator=non_negative)
+    hook_calls: int = attrs.field(default=0, validator=[non_negative, _parts_of_model_calls])
 
-    def __attrs_post_init__(self) -> None:
-        if max(self.guard_calls, self.hook_calls) > self.model_calls:
-            raise FieldError("Usage.guard_calls and Usage.hook_calls are parts of "
-                             "Usage.model_calls and cannot exceed it")
+
+_Usage = builder(Usage)  # the trusted constructor (see ``builder``)
 
 
 def count_model_call(usage: Usage, *, guard: bool = False, hook: bool = False) -> Usage:
@@ -474,5 +480,5 @@ def count_model_call(usage: Usage, *, guard: bool = False, hook: bool = False) -
     for name, flag in (("guard", guard), ("hook", hook)):
         if type(flag) is not bool:
             raise FieldError(f"count_model_call {name} must be a bool, got {type(flag).__name__}")
-    return Usage(model_calls=usage.model_calls + 1, guard_calls=usage.guard_calls + guard,
-                 hook_calls=usage.hook_calls + hook)
+    return _Usage(model_calls=usage.model_calls + 1, guard_calls=usage.guard_calls + guard,
+                  hook_calls=usage.hook_calls + hook)

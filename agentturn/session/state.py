@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from .._base import FieldError, State, is_bool, is_id, one_of
+from .._base import FieldError, State, Value, is_bool, is_id, one_of
 from ..guard.state import GuardConfig, GuardState
 from ..phases import PhaseGraph
 from ..turn_state import TurnConfig, TurnState
@@ -157,8 +157,8 @@ def _at_least_one(instance: Any, attribute: attrs.Attribute[int], value: Any) ->
         raise FieldError(f"SessionConfig.{attribute.name} must be an int >= 1")
 
 
-@attrs.frozen(kw_only=True)
-class SessionConfig:
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class SessionConfig(Value):
     """How a host runs its sessions. Read once, when a session is created (SG-C2)."""
 
     #: The chat this session runs.
@@ -207,7 +207,7 @@ class Continuation(enum.Enum):
     HOOK = "hook"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SessionState(State):
     """One session. Build it with :meth:`create`."""
 

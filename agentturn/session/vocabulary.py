@@ -72,7 +72,7 @@ def _non_negative_number(instance: object, attribute: attrs.Attribute[float],
 # --- the daemon FIFO --------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PromptQueued(Event):
     """A prompt arrived for the daemon FIFO (BR-1); it runs as soon as no turn runs and it is
     complete. ``prompt_id`` becomes its turn id."""
@@ -84,7 +84,7 @@ class PromptQueued(Event):
     complete: bool = attrs.field(default=True, validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PromptCompleted(Event):
     """The rest of a queued prompt arrived; ``text``, when given, is its final text."""
 
@@ -92,7 +92,7 @@ class PromptCompleted(Event):
     text: str | None = attrs.field(default=None, validator=optional(is_str))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PromptAborted(Event):
     """The user cancelled a queued prompt before it started (SO-3, SO-4)."""
 
@@ -102,7 +102,7 @@ class PromptAborted(Event):
 # --- the mid-turn drain -----------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class MidTurnDrained(Event):
     """The client's reply to ``DrainMidTurnQueue``: the mid-turn messages it held, and its
     ``hasQueuedPrompt`` (omitted by older clients: ``None``, read as false, BR-2)."""
@@ -122,7 +122,7 @@ class MidTurnDrained(Event):
 # --- Stop hooks -------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StopHookDecided(Event):
     """The external Stop hooks of ``run_id`` finished: ``block`` with a ``reason`` asks the model
     to continue (SO-6). A block needs a reason that is not blank."""
@@ -136,7 +136,7 @@ class StopHookDecided(Event):
             raise FieldError("StopHookDecided.reason is required when block is true")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StopHookFailed(Event):
     """The Stop hooks of ``run_id`` errored or timed out: that never blocks (SO-6)."""
 
@@ -148,7 +148,7 @@ class StopHookFailed(Event):
 # --- background work and automatic turns ------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class BackgroundStarted(Event):
     """A background agent, shell, monitor or wakeup started (BG-1, BG-2)."""
 
@@ -156,14 +156,14 @@ class BackgroundStarted(Event):
     item_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class BackgroundEnded(Event):
     """A background item ended (a terminal notification, if any, is ``NotificationQueued``)."""
 
     item_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class NotificationQueued(Event):
     """A notification or wakeup from background item ``source_id`` is queued for the model."""
 
@@ -171,14 +171,14 @@ class NotificationQueued(Event):
     source_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class NotificationConsumed(Event):
     """A queued notification reached the model (or was discarded by the host)."""
 
     notification_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutomaticTurnDue(Event):
     """A cron fire, notification or wakeup wants a turn (BG-4, BG-5).
 
@@ -197,14 +197,14 @@ class AutomaticTurnDue(Event):
 # --- timers, clients, lifecycle ---------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class TimerFired(Event):
     """The timer ``key`` of a ``StartTimer`` ran out. A timer already cancelled is absorbed."""
 
     key: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientAttached(Event):
     """A client subscribed; ``last_seq`` is the last event-ring entry it saw (``None``: none)."""
 
@@ -217,7 +217,7 @@ class ClientAttached(Event):
             raise FieldError("ClientAttached.last_seq must be None or an int >= 0")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientDetached(Event):
     """A client went away. It never approves anything (BR-4); the grace period starts when no
     client is left."""
@@ -225,12 +225,12 @@ class ClientDetached(Event):
     client_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CloseRequested(Event):
     """The client closed or cancelled the session explicitly (BR-4)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class LifecycleChanged(Event):
     """A trust-clearing lifecycle event (SG-A12): rewind, history restore, fork, a working
     directory change, a new session, disk restore, a daemon or agent restart."""
@@ -238,7 +238,7 @@ class LifecycleChanged(Event):
     kind: TrustClearingKind = attrs.field(validator=one_of(TrustClearingKind))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class HardStopped(Event):
     """A hard terminal path the host detected (PostToolUse ``shouldStop``, loop protection, a
     resource limit ...): the running turn is halted and the guard's chain suspended (SG-S1)."""
@@ -250,7 +250,7 @@ class HardStopped(Event):
 # --- commands ---------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class DrainMidTurnQueue(AwaitingCommand):
     """Ask the client for the mid-turn messages it holds (``craft/drainMidTurnQueue``); answer
     ``MidTurnDrained`` echoing ``drain_id``. A ``StartTimer`` with the same key bounds the wait."""
@@ -263,7 +263,7 @@ class DrainMidTurnQueue(AwaitingCommand):
         return self.drain_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class StartTimer(AwaitingCommand):
     """Start a timer; answer ``TimerFired(key)`` when it runs out, unless ``CancelTimer``."""
 
@@ -276,14 +276,14 @@ class StartTimer(AwaitingCommand):
         return self.key
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CancelTimer(Notice):
     """Cancel the timer ``key``; a ``TimerFired`` that crosses it is absorbed."""
 
     key: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RunStopHooks(AwaitingCommand):
     """Run the external Stop hooks for the natural stop of ``turn_id``; answer
     ``StopHookDecided`` or ``StopHookFailed`` echoing ``run_id`` (SO-6)."""
@@ -297,7 +297,7 @@ class RunStopHooks(AwaitingCommand):
         return self.run_id
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class RestoreMidTurnMessages(Notice):
     """A drain reply came after its timeout: put its messages back where the user can send them
     (BR-3); its queued-prompt snapshot was discarded as stale."""
@@ -306,7 +306,7 @@ class RestoreMidTurnMessages(Notice):
     messages: tuple[str, ...] = attrs.field()
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class PromptRefused(Notice):
     """A queued prompt was refused (the FIFO is full, or its id is in use): hand ``text`` back."""
 
@@ -315,7 +315,7 @@ class PromptRefused(Notice):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutomaticTurnDeferred(Notice):
     """An automatic turn waits: a turn runs, or the guard's chain can still resume (BG-5).
     ``coalesced_into`` names the deferred turn of the same recurring task it joined (BG-6)."""
@@ -324,7 +324,7 @@ class AutomaticTurnDeferred(Notice):
     coalesced_into: str | None = attrs.field(default=None, validator=optional(is_id))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutomaticTurnDropped(Notice):
     """An unrelated deferred automatic turn left the bounded queue to make room (BG-6)."""
 
@@ -332,14 +332,14 @@ class AutomaticTurnDropped(Notice):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class OfferFollowUpSuggestions(Notice):
     """The turn ended and nothing has priority: the host may ask for follow-up suggestions."""
 
     turn_id: str = attrs.field(validator=is_id)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class SuppressFollowUpSuggestions(Notice):
     """No follow-up suggestions now: a guard chain can resume or a queued prompt has priority
     (BG-7)."""
@@ -348,21 +348,21 @@ class SuppressFollowUpSuggestions(Notice):
     reason: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class Warn(Notice):
     """Show the user a warning (for example: the Stop-hook cap was reached)."""
 
     text: str = attrs.field(validator=is_str)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class Publish(Notice):
     """Send ``entry`` to the live subscribers; it is kept in the event ring for replay."""
 
     entry: RingEntry = attrs.field(validator=one_of(RingEntry))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ReplayEvents(Notice):
     """Send ``entries`` to the client that attached; ``gap`` says some were lost to rollover."""
 
@@ -371,7 +371,7 @@ class ReplayEvents(Notice):
     gap: bool = attrs.field(validator=is_bool)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, eq=False, repr=False)
 class CloseSession(Notice):
     """The session is over (grace expired, or closed by the client): release its resources."""
 

@@ -1,0 +1,271 @@
+"""The bounded exhaustive explorer and the fuzzer: what CI runs of them, and the bugs they found.
+
+``agentturn explore --depth N`` checks every session state reachable in N moves from five
+starting points; CI runs depth 4 (about 20,000 states). ``agentturn fuzz --steps N --seed S``
+walks at random; CI runs a few thousand steps. The deeper runs and their figures are in
+``benchmarks/EVIDENCE.md``.
+
+The reducer bugs they found are pinned below by their shortest sequences, each as an
+``xfail(strict=True)`` test: a fix makes it pass, and the marker (and the entry in
+``agentturn.explore.KNOWN_BUGS``) must then go.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from conftest import PROFILE
+
+import agentturn as at
+from agentturn import explore
+from agentturn import guard as g
+from agentturn import session as S
+from agentturn.__main__ import main
+
+#: The depth CI explores from every starting point (under a minute on the CI machine); the
+#: lighter profiles (the other Pythons in CI, and mutation testing, which runs these tests once
+#: per mutant) go one level less deep.
+CI_DEPTH = 3 if PROFILE in ("compat", "mutation") else 4
+
+
+@pytest.mark.req("SG-B1", "SO-2", "BG-6", "OB-5", "OB-6", "BR-3")
+def test_every_state_within_the_ci_depth_keeps_every_rule() -> None:
+    """From each starting point, every session state reachable in four moves over the derived
+    alphabet keeps the invariants, and every phase of the session, the turn and the guard is
+    visited; violations are only the known, pinned bugs."""
+    seen: dict[str, set[str]] = {"session": set(), "turn": set(), "guard": set()}
+    states = 0
+    runs = [(config, start, CI_DEPTH) for config in ("daemon",) for start in explore.STARTS]
+    runs.append(("interactive", "draining", CI_DEPTH - 1))
+    for config, start, depth in runs:
+        report = explore.explore(depth, config, start)
+        assert report.reached == depth
+        assert not report.new_violations, "\n".join(
+            v.describe() for v in report.new_violations)
+        states += report.states
+        seen["session"] |= set(report.session_phases)
+        seen["turn"] |= set(report.turn_phases)
+        seen["guard"] |= set(report.guard_phases)
+    assert states > (15_000 if CI_DEPTH == 4 else 2_500)
+    assert seen["session"] == {p.name for p in S.SessionPhase}
+    assert seen["turn"] == {p.name for p in at.TurnPhase}
+    assert seen["guard"] == {p.name for p in g.GuardPhase}
+
+
+@pytest.mark.req("SG-B1", "OB-5", "TL-5")
+def test_a_short_fuzz_run_keeps_every_rule() -> None:
+    """A few thousand random steps through all three configurations break no rule that no known
+    bug explains, and reach the guard's continuations."""
+    steps = 1000 if PROFILE in ("compat", "mutation") else 4000
+    report = explore.fuzz(steps, seed=0)
+    assert report.steps == steps
+    assert not report.new_violations, "\n".join(v.describe() for v in report.new_violations)
+    assert report.event_kinds >= 28
+    assert report.guard_chunks > 0
+
+
+def test_the_fuzzer_is_reproducible_from_its_seed() -> None:
+    """The same seed walks the same way."""
+    first, second = explore.fuzz(300, seed=7), explore.fuzz(300, seed=7)
+    assert (first.outcomes, first.turn_outcomes, first.session_phases) == (
+        second.outcomes, second.turn_outcomes, second.session_phases)
+
+
+def test_a_broken_rule_is_reported_with_a_short_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks bite: a session that forgets to count model calls is caught, and the
+    sequence reported reproduces it from a new session and is short."""
+    real = explore.reduce
+
+    def forgetful(state: S.SessionState, event: object) -> at.Step[S.SessionState]:
+        step = real(state, event)
+        if isinstance(event, at.StreamOpened) and step.state.usage.model_calls > 1:
+            return at.Step(attrs.evolve(step.state, usage=state.usage), step.commands)
+        return step
+
+    monkeypatch.setattr(explore, "reduce", forgetful)
+    report = explore.fuzz(1500, seed=1, configs=["daemon"])
+    usage = [v for v in report.new_violations if v.rule == "usage"]
+    assert usage, "the model-call count was never checked"
+    assert len(usage[0].events) <= 16
+    assert sum(isinstance(e, at.StreamOpened) for e in usage[0].events) == 2
+
+
+def test_the_commands_exit_zero_when_only_known_bugs_show(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``agentturn explore`` and ``agentturn fuzz`` print their figures and exit 0."""
+    assert main(["explore", "--depth", "2", "--start", "new"]) == 0
+    assert main(["fuzz", "--steps", "300", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "states" in out and "steps" in out
+
+
+# --- the bugs, pinned by their shortest sequences -----------------------------------------------
+
+
+def _daemon() -> S.SessionState:
+    return S.Session.create(S.SessionConfig(
+        chat_id="chat", turn=at.TurnConfig(auto_title=False),
+        guard=g.GuardConfig(todo_stop_guard=True, daemon=True)))
+
+
+def _play(state: S.SessionState, events: list[at.Event]
+          ) -> tuple[S.SessionState, tuple[at.Command, ...]]:
+    commands: tuple[at.Command, ...] = ()
+    for event in events:
+        state, commands = S.reduce(state, event)
+    return state, commands
+
+
+TODOS_LEFT = {"type": "todo_list", "todos": [{"id": "1", "content": "x", "status": "pending"}]}
+
+
+def _armed() -> list[at.Event]:
+    """A prompt whose todo-write left work: the guard is armed; the second stream is open."""
+    return [at.PromptSubmitted(turn_id="t1", message_id="m1", text="port it"),
+            at.Persisted(key="t1/p1"), at.StreamOpened(request_id="t1/r1"),
+            at.StreamCompleted(request_id="t1/r1", text="", finish_reason="tool_use",
+                               tool_calls=(at.ToolCall(call_id="w1", name="todo_write",
+                                                       arguments="{}"),)),
+            at.Persisted(key="t1/p2"),
+            at.ToolFinished(call_id="w1", output="todos", structured=TODOS_LEFT),
+            at.Persisted(key="t1/p3"), at.StreamOpened(request_id="t1/r2")]
+
+
+HELD_THEN = [
+    g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN),
+    S.LifecycleChanged(kind=g.TrustClearingKind.REWIND),
+    S.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION, reason="loop"),
+]
+
+
+@pytest.mark.req("BG-5")
+@pytest.mark.xfail(strict=False, reason="BUG-6: SESSION_GRAPH lacks IDLE -> TURN for events "
+                                       "that release a held automatic turn")
+@pytest.mark.parametrize("event", HELD_THEN, ids=lambda e: type(e).__name__)
+def test_an_event_that_releases_a_held_automatic_turn_is_a_declared_transition(
+        event: at.Event) -> None:
+    """An error pauses the armed chain, which holds a cron turn; an event that ends the hold
+    starts that turn: IDLE -> TURN, which the session's table must declare."""
+    state, _ = _play(_daemon(), [
+        *_armed(), at.StreamFailed(request_id="t1/r2", error="503"),
+        S.AutomaticTurnDue(turn_id="a1", message_id="a1-m", text="nightly",
+                           kind=S.AutomaticKind.CRON, source_id="cron-a")])
+    assert state.phase is S.SessionPhase.IDLE and len(state.deferred.turns) == 1
+    after, _ = S.reduce(state, event)
+    assert after.phase is S.SessionPhase.TURN  # the held turn started (BG-5)
+    assert after.phase in S.SESSION_GRAPH.table[(S.SessionPhase.IDLE, type(event).__name__)]
+
+
+@pytest.mark.req("BR-3")
+@pytest.mark.xfail(strict=False, reason="BUG-7: SESSION_GRAPH lacks DRAINING -> DRAINING for an "
+                                       "earlier drain's reply")
+def test_an_earlier_drains_reply_during_another_drain_is_a_declared_transition() -> None:
+    """A drain that timed out is answered while the next natural stop drains: its messages join
+    as Lead instructions and the session keeps draining, which its table must declare."""
+    state, _ = _play(_daemon(), [
+        at.PromptSubmitted(turn_id="t1", message_id="m1", text="fix it"),
+        at.Persisted(key="t1/p1"), at.StreamOpened(request_id="t1/r1"),
+        at.StreamCompleted(request_id="t1/r1", text="Done.", finish_reason="stop"),
+        at.Persisted(key="t1/p2"), S.TimerFired(key="t1/drain-1"),
+        at.PromptSubmitted(turn_id="t2", message_id="m2", text="next"),
+        at.Persisted(key="t2/p1"), at.StreamOpened(request_id="t2/r1"),
+        at.StreamCompleted(request_id="t2/r1", text="Done.", finish_reason="stop"),
+        at.Persisted(key="t2/p2")])
+    assert state.phase is S.SessionPhase.DRAINING and state.drain_id == "t2/drain-2"
+    after, commands = S.reduce(state, S.MidTurnDrained(drain_id="t1/drain-1",
+                                                       messages=("typed during t1",)))
+    assert any(isinstance(c, at.LeadAccepted) for c in commands)  # nothing drained is dropped
+    assert after.phase in S.SESSION_GRAPH.table[(S.SessionPhase.DRAINING, "MidTurnDrained")]
+
+
+@pytest.mark.req("SG-S2", "TL-11", "SG-B3")
+@pytest.mark.xfail(strict=False, reason="BUG-8: ContinueTurn refused after a guard "
+                                       "continuation's write failed")
+def test_a_turn_whose_guard_continuation_failed_to_save_can_be_continued() -> None:
+    """The guard decides a continuation; saving its message fails, so the turn ends with a
+    resumable error. ContinueTurn must be accepted (TL-11): the attempt never opened a stream,
+    so nothing was spent (SG-B3); today the guard is left CONTINUING and refuses the retry."""
+    state, commands = _play(_daemon(), [
+        *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
+        at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
+        at.PersistFailed(key="t1/p5", reason="disk full")])
+    assert any(isinstance(c, at.EndTurn) and c.outcome.resumable for c in commands)
+    assert state.guard.phase is g.GuardPhase.CONTINUING
+    S.reduce(state, at.ContinueTurn(turn_id="t1"))
+
+
+WITHDRAWING = [
+    S.LifecycleChanged(kind=g.TrustClearingKind.REWIND),
+    g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN),
+]
+
+
+@pytest.mark.req("SG-A12", "SG-C3", "SG-B3", "TL-8")
+@pytest.mark.xfail(strict=False, reason="BUG-10: a guard continuation's request outlives its "
+                                       "chain and wedges the session")
+@pytest.mark.parametrize("event", WITHDRAWING, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("answer", [at.StreamOpened(request_id="t1/r3"), at.StopPressed()],
+                         ids=lambda e: type(e).__name__)
+def test_a_continuation_whose_chain_ended_can_still_open_or_be_stopped(
+        event: at.Event, answer: at.Event) -> None:
+    """The guard continues; its message is saved and its request is out. A rewind (or Plan
+    mode) ends the chain before the stream opens: the request is still outstanding, so the
+    host must be able to report its stream opening, or press Stop. Today both are refused,
+    because the session still reports them to a guard that has no pending continuation."""
+    state, _ = _play(_daemon(), [
+        *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
+        at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
+        at.Persisted(key="t1/p5"), event])
+    assert (at.RequestModelStream, "t1/r3") in {(o.command, o.answer_id)
+                                                for o in S.outstanding(state)}
+    S.reduce(state, answer)
+
+
+@pytest.mark.req("SG-S1", "TL-8")
+@pytest.mark.xfail(strict=False, reason="BUG-10: a guard continuation's request outlives a hard "
+                                       "stop, and Stop is refused")
+def test_stop_after_a_hard_stop_of_a_guard_continuation_is_accepted() -> None:
+    """A hard stop halts the turn while its guard continuation's request is out; the turn
+    still waits for a Lead save. Pressing Stop then must be accepted (it changes nothing)."""
+    state, _ = _play(_daemon(), [
+        *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
+        at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
+        at.Persisted(key="t1/p5"), at.LeadSubmitted(chat_id="chat", lead_id="L1", text="tabs"),
+        S.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION, reason="loop")])
+    assert state.turn.phase is at.TurnPhase.ENDING
+    S.reduce(state, at.StopPressed())
+
+
+@pytest.mark.req("BR-4")
+@pytest.mark.xfail(strict=False, reason="BUG-5b: a close completed when the halted turn ends "
+                                       "forgets the grace timer")
+def test_a_close_that_completes_later_cancels_the_grace_timer() -> None:
+    """Close while a Lead save runs; the last client leaves (the grace timer starts); the save
+    ends the halted turn and the session closes: it must cancel the grace timer it started."""
+    state, commands = _play(_daemon(), [
+        at.PromptSubmitted(turn_id="t1", message_id="m1", text="fix it"),
+        at.Persisted(key="t1/p1"),
+        at.LeadSubmitted(chat_id="chat", lead_id="L1", text="use tabs"),
+        S.CloseRequested(), S.ClientAttached(client_id="desk"),
+        S.ClientDetached(client_id="desk"), at.LeadSaved(lead_id="L1")])
+    assert state.phase is S.SessionPhase.CLOSED
+    assert S.CancelTimer(key="grace") in commands
+
+
+@pytest.mark.xfail(strict=False, reason="BUG-9: a closed session lists a naming request it will "
+                                       "refuse to hear")
+def test_a_closed_session_waits_on_nothing_it_would_refuse() -> None:
+    """A naming request still runs when the session closes: either it is no longer
+    outstanding, or its answer is absorbed as late; today it is listed and refused."""
+    state, _ = _play(S.Session.create(S.SessionConfig(
+        chat_id="chat", guard=g.GuardConfig(todo_stop_guard=True, daemon=True))), [
+        at.PromptSubmitted(turn_id="t1", message_id="m1", text="fix it"),
+        at.Persisted(key="t1/p1"), at.StreamOpened(request_id="t1/r1"),
+        at.StreamCompleted(request_id="t1/r1", text="Reading first.", finish_reason="tool_use",
+                           tool_calls=(at.ToolCall(call_id="r1", name="read_file",
+                                                   arguments="{}"),)),
+        at.Persisted(key="t1/p2"), S.CloseRequested(), at.Persisted(key="t1/p3")])
+    assert state.phase is S.SessionPhase.CLOSED
+    waiting = [o.command for o in S.outstanding(state)]
+    if at.RequestTitle in waiting:
+        S.reduce(state, at.TitleGenerated(request_id="chat/title-1", title="late"))
