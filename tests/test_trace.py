@@ -41,11 +41,12 @@ def test_every_command_survives_write_then_read(command: at.Command) -> None:
     assert back == command
 
 
-def test_from_type_draws_agentturn_events() -> None:
+@settings(max_examples=20)
+@given(st.from_type(at.Event), st.from_type(at.PromptSubmitted))
+def test_from_type_draws_agentturn_events(event: at.Event, prompt: at.PromptSubmitted) -> None:
     """The hypothesis entry point registered the strategies: ``st.from_type(Event)`` works."""
-    drawn = st.from_type(at.Event).example()
-    assert isinstance(drawn, at.Event)
-    assert isinstance(st.from_type(at.PromptSubmitted).example(), at.PromptSubmitted)
+    assert isinstance(event, at.Event)
+    assert isinstance(prompt, at.PromptSubmitted)
 
 
 def busy_session() -> Host:
