@@ -125,7 +125,9 @@ def converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(Meta, lambda meta: meta.as_dict())
     conv.register_structure_hook(Meta, lambda value, _: Meta.of(value))
-    conv.register_structure_hook(Any, lambda value, _: value)  # JSON passes through
+    # JSON passes through ``Any`` fields (a predicate hook: Python 3.10's singledispatch cannot
+    # register ``typing.Any`` itself)
+    conv.register_structure_hook_func(lambda tp: tp is Any, lambda value, _: value)
     conv.register_unstructure_hook_func(  # sets as sorted lists, so a trace reads the same
         lambda tp: tp is frozenset or getattr(tp, "__origin__", None) is frozenset,
         lambda value: sorted(value, key=repr))
