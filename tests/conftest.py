@@ -27,10 +27,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
-# The suite on the other supported Pythons in CI (.ci/run): the same tests, derandomized, with a
-# quarter of the ci profile's examples.
+# The suite on the other supported Pythons in CI (.ci/run): the same tests, derandomized, with an
+# eighth of the ci profile's examples.
 settings.register_profile(
-    "compat", derandomize=True, max_examples=50, deadline=None, print_blob=True,
+    "compat", derandomize=True, max_examples=25, deadline=None, print_blob=True,
     database=None, suppress_health_check=[HealthCheck.too_slow],
 )
 # Mutation testing (mutmut runs the tests that reach each mutant): a handful of short examples

@@ -5,9 +5,9 @@ starting points; CI runs depth 4 (about 20,000 states). ``agentturn fuzz --steps
 walks at random; CI runs a few thousand steps. The deeper runs and their figures are in
 ``benchmarks/EVIDENCE.md``.
 
-The reducer bugs they found are pinned below by their shortest sequences, each as an
-``xfail(strict=True)`` test: a fix makes it pass, and the marker (and the entry in
-``agentturn.explore.KNOWN_BUGS``) must then go.
+The reducer bugs they found are pinned below by their shortest sequences: each open one as an
+``xfail(strict=True)`` test (a fix makes it pass, and the marker and the entry in
+``agentturn.explore.KNOWN_BUGS`` must then go), each fixed one as a plain regression test.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ HELD_THEN = [
 
 
 @pytest.mark.req("BG-5")
-@pytest.mark.xfail(strict=False, reason="BUG-6: SESSION_GRAPH lacks IDLE -> TURN for events "
+@pytest.mark.xfail(strict=True, reason="BUG-6: SESSION_GRAPH lacks IDLE -> TURN for events "
                                        "that release a held automatic turn")
 @pytest.mark.parametrize("event", HELD_THEN, ids=lambda e: type(e).__name__)
 def test_an_event_that_releases_a_held_automatic_turn_is_a_declared_transition(
@@ -157,7 +157,7 @@ def test_an_event_that_releases_a_held_automatic_turn_is_a_declared_transition(
 
 
 @pytest.mark.req("BR-3")
-@pytest.mark.xfail(strict=False, reason="BUG-7: SESSION_GRAPH lacks DRAINING -> DRAINING for an "
+@pytest.mark.xfail(strict=True, reason="BUG-7: SESSION_GRAPH lacks DRAINING -> DRAINING for an "
                                        "earlier drain's reply")
 def test_an_earlier_drains_reply_during_another_drain_is_a_declared_transition() -> None:
     """A drain that timed out is answered while the next natural stop drains: its messages join
@@ -179,19 +179,19 @@ def test_an_earlier_drains_reply_during_another_drain_is_a_declared_transition()
 
 
 @pytest.mark.req("SG-S2", "TL-11", "SG-B3")
-@pytest.mark.xfail(strict=False, reason="BUG-8: ContinueTurn refused after a guard "
-                                       "continuation's write failed")
 def test_a_turn_whose_guard_continuation_failed_to_save_can_be_continued() -> None:
     """The guard decides a continuation; saving its message fails, so the turn ends with a
-    resumable error. ContinueTurn must be accepted (TL-11): the attempt never opened a stream,
-    so nothing was spent (SG-B3); today the guard is left CONTINUING and refuses the retry."""
+    resumable error. ContinueTurn is accepted (TL-11) and the chain resumes: the attempt never
+    opened a stream, so nothing was spent (SG-B3). (BUG-8, fixed: the guard was left
+    CONTINUING and refused the retry.)"""
     state, commands = _play(_daemon(), [
         *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
         at.PersistFailed(key="t1/p5", reason="disk full")])
     assert any(isinstance(c, at.EndTurn) and c.outcome.resumable for c in commands)
-    assert state.guard.phase is g.GuardPhase.CONTINUING
-    S.reduce(state, at.ContinueTurn(turn_id="t1"))
+    after, _ = S.reduce(state, at.ContinueTurn(turn_id="t1"))
+    assert after.phase is S.SessionPhase.TURN
+    assert after.guard.phase is g.GuardPhase.ACTIVE and after.guard.attempts == 0
 
 
 WITHDRAWING = [
@@ -201,8 +201,6 @@ WITHDRAWING = [
 
 
 @pytest.mark.req("SG-A12", "SG-C3", "SG-B3", "TL-8")
-@pytest.mark.xfail(strict=False, reason="BUG-10: a guard continuation's request outlives its "
-                                       "chain and wedges the session")
 @pytest.mark.parametrize("event", WITHDRAWING, ids=lambda e: type(e).__name__)
 @pytest.mark.parametrize("answer", [at.StreamOpened(request_id="t1/r3"), at.StopPressed()],
                          ids=lambda e: type(e).__name__)
@@ -210,8 +208,8 @@ def test_a_continuation_whose_chain_ended_can_still_open_or_be_stopped(
         event: at.Event, answer: at.Event) -> None:
     """The guard continues; its message is saved and its request is out. A rewind (or Plan
     mode) ends the chain before the stream opens: the request is still outstanding, so the
-    host must be able to report its stream opening, or press Stop. Today both are refused,
-    because the session still reports them to a guard that has no pending continuation."""
+    host can report its stream opening, or press Stop. (BUG-10, fixed: both were refused,
+    because the session reported them to a guard that had no pending continuation.)"""
     state, _ = _play(_daemon(), [
         *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
@@ -222,11 +220,9 @@ def test_a_continuation_whose_chain_ended_can_still_open_or_be_stopped(
 
 
 @pytest.mark.req("SG-S1", "TL-8")
-@pytest.mark.xfail(strict=False, reason="BUG-10: a guard continuation's request outlives a hard "
-                                       "stop, and Stop is refused")
 def test_stop_after_a_hard_stop_of_a_guard_continuation_is_accepted() -> None:
     """A hard stop halts the turn while its guard continuation's request is out; the turn
-    still waits for a Lead save. Pressing Stop then must be accepted (it changes nothing)."""
+    still waits for a Lead save. Pressing Stop then is accepted. (BUG-10, fixed.)"""
     state, _ = _play(_daemon(), [
         *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
@@ -237,7 +233,7 @@ def test_stop_after_a_hard_stop_of_a_guard_continuation_is_accepted() -> None:
 
 
 @pytest.mark.req("BR-4")
-@pytest.mark.xfail(strict=False, reason="BUG-5b: a close completed when the halted turn ends "
+@pytest.mark.xfail(strict=True, reason="BUG-5b: a close completed when the halted turn ends "
                                        "forgets the grace timer")
 def test_a_close_that_completes_later_cancels_the_grace_timer() -> None:
     """Close while a Lead save runs; the last client leaves (the grace timer starts); the save
@@ -252,7 +248,7 @@ def test_a_close_that_completes_later_cancels_the_grace_timer() -> None:
     assert S.CancelTimer(key="grace") in commands
 
 
-@pytest.mark.xfail(strict=False, reason="BUG-9: a closed session lists a naming request it will "
+@pytest.mark.xfail(strict=True, reason="BUG-9: a closed session lists a naming request it will "
                                        "refuse to hear")
 def test_a_closed_session_waits_on_nothing_it_would_refuse() -> None:
     """A naming request still runs when the session closes: either it is no longer

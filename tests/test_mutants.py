@@ -75,6 +75,13 @@ SCRIPTS: dict[str, list[at.Event]] = {
                   g.NaturalStop()],
     "awaiting prompt": [*armed(), *continued(1), g.NaturalStop(queued_prompt=True),
                         g.QueuedPromptAborted(last=True)],
+    "mid-turn stop": [*armed(), *continued(1), g.NaturalStop(mid_turn_messages=True),
+                      g.OrdinaryStreamOpened(), g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT)],
+    "prompt while continuing": [*armed(), g.NaturalStop(hook_reason="tests fail"),
+                                g.OrdinaryPromptStarted(turn_id="t2")],
+    "settled": [*armed(), g.TrustCleared(kind=g.TrustClearingKind.REWIND,
+                                         invalidated_turn_id="t1"),
+                g.ForegroundPromptSettled(turn_id="t1", errored=True)],
 }
 
 
@@ -135,6 +142,39 @@ def test_every_guard_state_the_explorer_reaches_keeps_its_shape() -> None:
     assert seen > 1000
 
 
+# --- a new chain starts from nothing -------------------------------------------------------------
+
+
+@pytest.mark.req("SG-A7", "SG-B1", "SG-A3")
+def test_a_new_prompt_starts_a_chain_that_inherits_nothing() -> None:
+    """A new ordinary prompt after a chain that spent both attempts, owned a tool loop, had
+    been listed and had a todo-write call open: the new chain is unarmed with reason NOT_ARMED,
+    owns no loop, never trusts the old call's result, and once armed has both attempts again."""
+    state, _ = play([*armed(), *continued(2), g.TodoWriteStarted(call_id="w2", turn_id="t1"),
+                     g.OrdinaryPromptStarted(turn_id="t2")])
+    assert (state.attempts, state.listed, state.open_call, state.loop) == (
+        0, False, "", g.LoopOwner.NONE)
+    assert g.decide(state, g.NaturalStop()).reason is g.DecisionReason.NOT_ARMED
+    assert g.reduce(state, g.ToolResultsReady()).commands == ()
+    late, _ = g.reduce(state, g.TodoWriteResult(call_id="w2", turn_id="t2", envelope=LEFT,
+                                                succeeded=True))
+    assert late == state
+    state, commands = play([*armed("t2", "w3")[1:], g.NaturalStop()], state)
+    assert [(type(c), getattr(c, "attempt", None)) for c in commands] == [
+        (g.ContinueWithGuardPrompt, 1)]
+
+
+@pytest.mark.req("SG-C6")
+def test_an_event_the_guard_does_not_take_is_refused_with_its_particulars() -> None:
+    """A ProtocolError names the part, the phase, the event and what was expected (STYLE 6)."""
+    event = at.StopPressed()
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        g.reduce(g.GuardState.create(ON), event)
+    error = raised.value
+    assert (error.part, error.phase, error.event, error.expected) == (
+        "todo_stop_guard", "NO_CHAIN", event, "a todo stop guard event")
+
+
 # --- tool loops ----------------------------------------------------------------------------------
 
 
@@ -161,6 +201,39 @@ def test_a_loop_whose_results_another_sponsor_sent_is_no_longer_the_guards(scrip
                         g.TodoWriteResult(call_id="w9", turn_id="t1", envelope=DONE,
                                           succeeded=True)], state)
     assert not g.holds_automatic_turns(disarmed)
+
+
+def _disarm(state: g.GuardState) -> g.GuardState:
+    return play([g.TodoWriteStarted(call_id="w9", turn_id=state.live_turn),
+                 g.TodoWriteResult(call_id="w9", turn_id=state.live_turn, envelope=DONE,
+                                   succeeded=True)], state)[0]
+
+
+@pytest.mark.req("SG-B6", "BG-5")
+@pytest.mark.parametrize("ending", [g.OrdinaryStreamOpened(), g.NaturalStop()],
+                         ids=lambda e: type(e).__name__)
+def test_an_ordinary_stream_or_a_plain_stop_ends_the_guards_loop(ending: at.Event) -> None:
+    """The guard owns the tool loop of its own stream only: an ordinary stream opening, or a
+    natural stop with nothing left to continue, ends it, so a disarmed chain releases held
+    automatic turns and later tool results get nothing from the guard."""
+    state = _disarm(play([*armed(), *continued(1)])[0])
+    assert state.loop is g.LoopOwner.GUARD and g.holds_automatic_turns(state)
+    after, commands = g.reduce(state, ending)
+    assert after.loop is g.LoopOwner.NONE
+    assert commands == (g.ReleaseAutomaticQueues(),)
+    assert g.reduce(after, g.ToolResultsReady()).commands == ()
+
+
+@pytest.mark.req("SG-B2", "SG-A9", "SO-1")
+def test_mid_turn_messages_at_a_stop_start_a_new_stage_and_end_the_guards_loop() -> None:
+    """Both attempts spent, mid-turn messages at a natural stop run first and reset the stage:
+    the next stop continues with attempt 1 again, and the guard's loop has ended."""
+    state, _ = play([*armed(), *continued(2), g.NaturalStop(mid_turn_messages=True)])
+    assert state.attempts == 0 and state.loop is g.LoopOwner.NONE
+    assert g.reduce(state, g.ToolResultsReady()).commands == ()
+    _, commands = g.reduce(state, g.NaturalStop())
+    assert [(type(c), getattr(c, "attempt", None)) for c in commands] == [
+        (g.ContinueWithGuardPrompt, 1)]
 
 
 @pytest.mark.req("SG-B5")
