@@ -185,11 +185,34 @@ def _slot_setters(cls: type) -> dict[str, Any]:
     return setters
 
 
+#: From this many fields on, :func:`_compile` fills a draft and re-labels it (one fixed cost,
+#: then a plain slot store per field); below it, each slot's setter is called (no fixed cost).
+#: Measured on CPython 3.11: a draft pays off from about six fields.
+DRAFT_FROM_FIELDS = 8
+
+
+def _draft_class(cls: type) -> type:
+    """A subclass of ``cls`` that adds no slot and restores plain attribute assignment.
+
+    A frozen attrs class raises in ``__setattr__``, so each slot of a new instance must be
+    filled by calling its descriptor's ``__set__``, a slow call (about five times a plain slot
+    store). An instance of this class has the very same layout, so it can be filled with plain
+    stores and then re-labelled as ``cls`` by assigning ``__class__`` (which CPython allows
+    between classes of identical layout). The draft never leaves the generated function.
+    """
+    return type(f"{cls.__name__}Draft", (cls,), {
+        "__slots__": (), "__module__": cls.__module__,
+        "__setattr__": object.__setattr__, "__delattr__": object.__delattr__,
+        "__doc__": f"A {cls.__name__} being filled by a trusted constructor; never escapes."})
+
+
 def _compile(cls: type, kind: str) -> Callable[..., Any]:
     """Generate ``kind`` (``"replace"`` or ``"build"``) for ``cls``; see :func:`replacer`."""
     fields = attrs.fields(cls)
     setters = _slot_setters(cls)
-    namespace: dict[str, Any] = {"_KEEP": object(), "_new": object.__new__, "_cls": cls}
+    draft = len(fields) >= DRAFT_FROM_FIELDS
+    namespace: dict[str, Any] = {"_KEEP": object(), "_new": object.__new__, "_cls": cls,
+                                 "_draft": _draft_class(cls) if draft else None}
     params, body = [], []
     for number, field in enumerate(fields):
         name = field.name
@@ -210,10 +233,12 @@ def _compile(cls: type, kind: str) -> Callable[..., Any]:
             namespace[f"_default{number}"] = field.default
             params.append(f"{name}=_default{number}")
             value = name
-        body.append(f"    _set{number}(new, {value})\n")
+        body.append(f"    new.{name} = {value}\n" if draft
+                    else f"    _set{number}(new, {value})\n")
     head = "state, *, " if kind == "replace" else "*, "
-    source = (f"def {kind}({head}{', '.join(params)}):\n    new = _new(_cls)\n"
-              + "".join(body) + "    return new\n")
+    source = (f"def {kind}({head}{', '.join(params)}):\n"
+              f"    new = _new({'_draft' if draft else '_cls'})\n" + "".join(body)
+              + ("    new.__class__ = _cls\n" if draft else "") + "    return new\n")
     exec(compile(source, f"<agentturn {kind} {cls.__qualname__}>", "exec"), namespace)
     function: Callable[..., Any] = namespace[kind]
     return function

@@ -109,6 +109,24 @@ def test_the_fast_replace_agrees_with_attrs_evolve_for_every_field() -> None:
     assert replace(state) == state
 
 
+def test_a_trusted_constructor_returns_the_frozen_class_itself_on_both_paths() -> None:
+    """Wide classes are filled as a draft and re-labelled, narrow ones slot by slot: either way
+    the value is of the class itself (never the draft), equal to what attrs builds, and frozen."""
+    from agentturn._base import DRAFT_FROM_FIELDS, builder
+    from agentturn.session import Session, SessionConfig, SessionState
+
+    session = Session.create(SessionConfig(chat_id="chat"))
+    assert len(attrs.fields(SessionState)) >= DRAFT_FROM_FIELDS > len(attrs.fields(at.Persist))
+    wide = replacer(SessionState)(session, stops=2)
+    narrow = builder(at.Persist)(key="t1/p1", records=())
+    assert (type(wide), type(narrow)) == (SessionState, at.Persist)
+    assert wide == attrs.evolve(session, stops=2) and wide != session
+    assert narrow == at.Persist(key="t1/p1", records=())
+    for made in (wide, narrow):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            made.stops = 3  # type: ignore[misc,union-attr]
+
+
 GUARD_ON = at.guard.GuardConfig(todo_stop_guard=True, daemon=True)
 
 
