@@ -748,8 +748,8 @@ def _on_detached(s: SessionState, event: ClientDetached, out: _Out) -> SessionSt
         _stale(event, event.client_id, "this client is not attached", out)
         return s
     s = _replace(s, clients=tuple(c for c in s.clients if c != event.client_id))
-    if s.clients or s.phase is P.CLOSED:
-        return s
+    if s.clients or s.phase is P.CLOSED or s.phase is P.CLOSING:
+        return s  # a closing session needs no grace period: it ends when its turn has
     # BR-4: the grace period starts; a disconnect never approves a pending permission.
     out.append(StartTimer(key=GRACE_TIMER, seconds=s.config.grace_period))
     s = _replace(s, grace=True)

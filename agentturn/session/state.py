@@ -90,6 +90,11 @@ _BOOKKEEPING = (
     "LifecycleChanged", *GUARD_EVENTS,
 )
 
+#: Events that can end the guard's hold on automatic turns (a trust-clearing lifecycle change,
+#: Plan mode, a hard stop, any guard event): in IDLE they may start a held automatic turn.
+_RELEASING_IN_IDLE = frozenset(
+    (name, S.IDLE) for name in ("LifecycleChanged", "HardStopped", *GUARD_EVENTS))
+
 SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
     "session",
     SessionPhase,
@@ -110,9 +115,15 @@ SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
           if name not in ("PromptSubmitted", "ContinueTurn")],
         *[(name, [S.CLOSING], [S.CLOSING, S.CLOSED]) for name in TURN_EVENTS
           if name not in ("PromptSubmitted", "ContinueTurn")],
+        # a closed session still hears what it asked for before closing (a naming request,
+        # a late dialog answer, a Lead typed as it closed): the idle turn's table says how
+        *[(name, [S.CLOSED], [S.CLOSED]) for name in TURN_EVENTS
+          if name not in ("PromptSubmitted", "ContinueTurn")],
         # the stop order
-        ("MidTurnDrained", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE]),
-        *[("MidTurnDrained", [phase], [phase]) for phase in (S.IDLE, S.TURN, S.HOOKS, S.CLOSING)],
+        # (the reply to an earlier drain that timed out joins as Lead and keeps DRAINING)
+        ("MidTurnDrained", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING]),
+        *[("MidTurnDrained", [phase], [phase])
+          for phase in (S.IDLE, S.TURN, S.HOOKS, S.CLOSING, S.CLOSED)],
         ("TimerFired", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING, S.CLOSING,
                                       S.CLOSED]),
         *[("TimerFired", [phase], [phase, S.CLOSING, S.CLOSED])
@@ -121,14 +132,17 @@ SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
         ("TimerFired", [S.CLOSED], [S.CLOSED]),
         *[(name, [S.HOOKS], [S.TURN, S.IDLE]) for name in ("StopHookDecided", "StopHookFailed")],
         *[(name, [phase], [phase]) for name in ("StopHookDecided", "StopHookFailed")
-          for phase in (S.IDLE, S.TURN, S.DRAINING, S.CLOSING)],
+          for phase in (S.IDLE, S.TURN, S.DRAINING, S.CLOSING, S.CLOSED)],
         # bookkeeping and lifecycle
         *[(name, [phase], [phase]) for name in _BOOKKEEPING for phase in _LIVE
-          if (name, phase) not in {("PromptCompleted", S.IDLE), ("PromptAborted", S.IDLE)}],
+          if (name, phase) not in {("PromptCompleted", S.IDLE), ("PromptAborted", S.IDLE)}
+          and (name, phase) not in _RELEASING_IN_IDLE],
+        # what can end the guard's hold while idle starts a held automatic turn (BG-5)
+        *[(name, [S.IDLE], [S.IDLE, S.TURN]) for name, _ in _RELEASING_IN_IDLE],
         *[(name, [S.CLOSING], [S.CLOSING]) for name in _BOOKKEEPING],
         ("ClientDetached", [S.CLOSED], [S.CLOSED]),
         ("HardStopped", _RUNNING, [S.TURN, S.IDLE]),
-        ("HardStopped", [S.IDLE], [S.IDLE]),
+
         ("HardStopped", [S.CLOSING], [S.CLOSING, S.CLOSED]),
         ("CloseRequested", _LIVE, [S.CLOSING, S.CLOSED]),
         ("CloseRequested", [S.CLOSING], [S.CLOSING]),
