@@ -456,3 +456,44 @@ def test_the_session_graph_is_drawn_from_its_table() -> None:
     from agentturn.__main__ import main
 
     assert main(["diagram", "session"]) == 0
+
+
+def _queue_while_hooks_run(host: Host, block: bool) -> None:
+    """The Stop hooks answer only after a complete prompt was queued behind them."""
+    def hooks(command: se.RunStopHooks) -> at.Event:
+        if not host.events(se.PromptQueued):
+            host.queue.append(se.PromptQueued(prompt_id="q1", message_id="mq", text="queued"))
+            host.queue.append(se.PromptCompleted(prompt_id="q1"))
+        return (se.StopHookDecided(run_id=command.run_id, block=True, reason="Tests fail.")
+                if block and len(host.commands(se.RunStopHooks)) == 1
+                else se.StopHookDecided(run_id=command.run_id, block=False))
+    host.hooks = hooks  # type: ignore[assignment]
+
+
+@pytest.mark.req("SO-2", "SO-6", "SO-7")
+def test_a_prompt_queued_while_the_hooks_run_wins_over_the_guard() -> None:
+    """req: SO-2, SO-7 — the FIFO was empty when the hooks started; a complete prompt queued
+    before they answered still has priority: the guard does not continue, its chain awaits the
+    prompt, and the prompt runs next."""
+    host = armed_host(say("Next turn."), stop_hooks=True)
+    _queue_while_hooks_run(host, block=False)
+    host.send(PROMPT)
+    assert not host.published(se.EntryKind.GUARD_CHUNK)
+    assert host.user_messages()[-1] == "queued"
+    assert host.outcomes()[0] is at.OutcomeKind.FINISHED
+
+
+@pytest.mark.req("SO-2", "SO-5", "SO-6")
+def test_a_hook_block_with_a_prompt_queued_meanwhile_continues_alone_then_yields() -> None:
+    """req: SO-6, SO-5 — the hook blocked the stop while a prompt was queued: its continuation
+    runs (alone: the guard is not asked at that stop), and at the next stop the queued prompt
+    wins, so no guard continuation runs before it."""
+    host = armed_host(say("Fixed the tests."), say("Next turn."), stop_hooks=True)
+    _queue_while_hooks_run(host, block=True)
+    host.send(PROMPT)
+    messages = host.user_messages()
+    assert "Tests fail." in messages
+    assert messages.index("Tests fail.") < messages.index("queued")
+    assert not host.published(se.EntryKind.GUARD_CHUNK)
+    # t1's second stop yields before any hook runs; q1 then has hooks of its own
+    assert [c.turn_id for c in host.commands(se.RunStopHooks)] == ["t1", "q1"]

@@ -433,15 +433,19 @@ def _after_drain(s: SessionState, messages: tuple[str, ...], queued: bool,
         s = _to_guard(s, g.NaturalStop(mid_turn_messages=True), out)
         return _decide(s, Continuation.NONE, None, out)
     if queued or s.fifo_priority:
-        # SO-2: the current request finishes; the chain waits for the queued prompt.
-        s = _replace(s, fifo_priority=False)
-        s = _to_guard(s, g.NaturalStop(queued_prompt=True), out)
-        return _decide(s, Continuation.NONE, None, out)
+        return _yield_to_queued_prompt(s, out)
     if s.config.hooks_enabled and not s.automatic:
         run_id = f"{s.turn.turn_id}/hooks-{s.stops}"  # SO-6; never on automatic turns (BG-4)
         out.append(RunStopHooks(run_id=run_id, turn_id=s.turn.turn_id))
         return _replace(s, phase=P.HOOKS, hook_run=run_id)
     return _guard_stop(s, None, out)
+
+
+def _yield_to_queued_prompt(s: SessionState, out: _Out) -> SessionState:
+    """SO-2: the current request finishes; the chain waits for the queued prompt."""
+    s = _replace(s, fifo_priority=False)
+    s = _to_guard(s, g.NaturalStop(queued_prompt=True), out)
+    return _decide(s, Continuation.NONE, None, out)
 
 
 def _guard_stop(s: SessionState, hook_reason: str | None, out: _Out) -> SessionState:
@@ -684,9 +688,13 @@ def _on_hook(s: SessionState, event: StopHookDecided | StopHookFailed, out: _Out
             return s
         raise UnknownId(part="session", phase=s.phase.name, event=event,
                         expected="the answer of a Stop-hook run this session asked for")
+    # A complete prompt queued while the hooks ran keeps SO-2's priority over the guard: the
+    # FIFO was checked before the hooks started, so it is checked again now.
+    queued = fifo.has_queued_prompt(s.fifo)
     if isinstance(event, StopHookFailed) or not event.block:
         # SO-6: a hook that errors or times out does not block; the streak is broken.
-        return _guard_stop(_replace(s, hook_blocks=0), None, out)
+        s = _replace(s, hook_blocks=0)
+        return _yield_to_queued_prompt(s, out) if queued else _guard_stop(s, None, out)
     cap = s.config.stop_hook_cap
     if s.hook_blocks >= cap:
         # SO-6, SG-S1: the cap ends the turn with a warning and suspends the chain.
@@ -694,7 +702,12 @@ def _on_hook(s: SessionState, event: StopHookDecided | StopHookFailed, out: _Out
         s = _replace(s, hook_blocks=0)
         s = _to_guard(s, g.HardStop(kind=g.HardStopKind.STOP_HOOK_CAP), out)
         return _decide(s, Continuation.NONE, None, out)
-    return _guard_stop(_replace(s, hook_blocks=s.hook_blocks + 1), event.reason, out)
+    s = _replace(s, hook_blocks=s.hook_blocks + 1)
+    if queued:
+        # The hook's continuation runs alone (the guard is not asked at this stop), and the
+        # queued prompt wins at the next one (SO-5's priority).
+        return _decide(_replace(s, fifo_priority=True), Continuation.HOOK, event.reason, out)
+    return _guard_stop(s, event.reason, out)
 
 
 # --- handlers: background and automatic turns -------------------------------------------------
