@@ -1,0 +1,496 @@
+"""Behaviour a sampled mutation run of the turn and session reducers found unchecked.
+
+See benchmarks/EVIDENCE.md ("Item 5: mutation testing"): a uniform random sample of the mutants
+of ``agentturn/turn.py`` and ``agentturn/session/reducer.py`` was run, and each survivor either
+got a test here or was shown equivalent. Each test names the rule it pins and the surviving
+mutants it kills. They use the public API only: real events, the states and commands that come
+back, the exact texts and reasons, and the particulars of a ``ProtocolError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from driver import Driver, call, no_titles
+from session_host import Host, say, todo_call, todos
+
+import agentturn as at
+from agentturn import guard as g
+from agentturn import session as se
+from agentturn.records import ToolResultStatus
+
+STOPPED = "Cancelled: the user stopped the turn."
+
+
+def results(driver: Driver) -> list[at.ToolResultRecord]:
+    """Every tool-result record the turn asked to save, in order."""
+    return [record for persist in driver.of(at.Persist) for record in persist.records  # type: ignore[attr-defined]
+            if isinstance(record, at.ToolResultRecord)]
+
+
+def refused(error: at.ProtocolError) -> tuple[object, ...]:
+    """The particulars of a refusal: its class, part, phase, event and what was expected."""
+    return (type(error), error.part, error.phase, error.event, error.expected)
+
+
+# --- the turn: late answers and misuse ----------------------------------------------------------
+
+
+def _stopped_then_restarted() -> Driver:
+    """Turn t1's stream t1/r1 is cancelled by Stop; turn t2 then waits for its own t2/r1."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.send(at.StopPressed())
+    driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"))
+    driver.ack()
+    assert driver.state.phase is at.TurnPhase.AWAITING_STREAM
+    return driver
+
+
+@pytest.mark.req("TL-8")
+def test_a_cancelled_requests_stream_events_are_absorbed_while_a_new_request_runs() -> None:
+    """The engine's events for a request Stop cancelled may arrive after the next turn has
+    asked for its own stream: each gives one ``StaleAnswerIgnored`` naming the event, the
+    cancelled request and why, and the running turn is left exactly as it was. Kills the
+    mutants that hand ``None`` to ``_is_late`` in ``_on_stream_opened`` and
+    ``_on_stream_completed``, or to ``_late_answer``/``_absorb`` in ``_is_late``."""
+    driver = _stopped_then_restarted()
+    waiting = driver.state
+    assert driver.send(at.StreamOpened(request_id="t1/r1")) == (
+        at.StaleAnswerIgnored(event="StreamOpened", answer_id="t1/r1",
+                              reason="the request was cancelled"),)
+    assert driver.state is waiting
+    driver.open()
+    streaming = driver.state
+    for late in (at.StreamCompleted(request_id="t1/r1", text="x", finish_reason="stop"),
+                 at.StreamFailed(request_id="t1/r1", error="reset")):
+        assert driver.send(late) == (
+            at.StaleAnswerIgnored(event=type(late).__name__, answer_id="t1/r1",
+                                  reason="the request was cancelled"),)
+        assert driver.state is streaming
+
+
+@pytest.mark.req("TL-8")
+def test_a_stream_event_for_a_request_never_issued_is_refused_with_its_particulars() -> None:
+    """An id the turn never issued is misuse, not a late answer: ``UnknownId`` from the turn,
+    naming the phase, the event itself and the request the turn waits on (kills ``part=None``
+    in ``_unknown`` and the mutants that lose the event on the way)."""
+    driver = _stopped_then_restarted()
+    for event in (at.StreamOpened(request_id="t9/r9"),
+                  at.StreamCompleted(request_id="t9/r9", text="", finish_reason="stop")):
+        if isinstance(event, at.StreamCompleted):
+            driver.open()
+        with pytest.raises(at.UnknownId) as raised:
+            driver.send(event)
+        phase = "AWAITING_STREAM" if isinstance(event, at.StreamOpened) else "STREAMING"
+        assert refused(raised.value) == (at.UnknownId, "turn", phase, event,
+                                         "an event for request 't2/r1'")
+
+
+@pytest.mark.req("TL-11")
+def test_continue_without_a_resumable_error_is_refused_with_its_particulars() -> None:
+    """``ContinueTurn`` after a normal finish, or naming another turn after an error, is
+    refused by the turn with the event itself and what it would have taken (kills the mutant
+    that reports ``event=None``)."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(text="Done.")
+    driver.ack()
+    event = at.ContinueTurn(turn_id="t1")
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(event)
+    expected = "ContinueTurn for the turn that ended with a resumable error"
+    assert refused(raised.value) == (at.UnknownId, "turn", "IDLE", event, expected)
+    driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="go"))
+    driver.ack()
+    driver.open()
+    driver.send(at.StreamFailed(request_id="t2/r1", error="reset"))
+    other = at.ContinueTurn(turn_id="t1")
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(other)
+    assert refused(raised.value) == (at.UnknownId, "turn", "IDLE", other, expected)
+
+
+def test_an_object_that_is_no_agentturn_event_is_refused_with_its_particulars() -> None:
+    """Anything that is not one of agentturn's events: ``UnexpectedEvent`` naming the part, the
+    phase, the object and exactly "an agentturn event" (kills the upper-cased text). STYLE 6:
+    no requirement ID of REQUIREMENTS.md covers host misuse."""
+    stranger = object()
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        at.reduce(at.TurnState.create("chat", no_titles()), stranger)
+    assert refused(raised.value) == (at.UnexpectedEvent, "turn", "IDLE", stranger,
+                                     "an agentturn event")
+
+
+@pytest.mark.req("TL-3")
+def test_a_second_decision_for_a_decided_call_is_absorbed_and_says_so() -> None:
+    """A permission decision repeated for a call already allowed, whether that call still runs
+    or the next call now waits for its own decision, is absorbed with the exact reason "this
+    call was already decided" and changes nothing."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("w1", "write_file", permission=True),
+                                                      call("w2", "write_file", permission=True)])
+    driver.ack()
+    allow = at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW)
+    notice = at.StaleAnswerIgnored(event="PermissionDecided", answer_id="w1",
+                                   reason="this call was already decided")
+    driver.send(allow)
+    running = driver.state
+    assert driver.send(allow) == (notice,)
+    assert driver.state is running
+    driver.send(at.ToolFinished(call_id="w1", output="written"))
+    driver.ack()
+    asking = driver.state
+    assert asking.phase is at.TurnPhase.AWAITING_PERMISSION
+    assert driver.send(allow) == (notice,)
+    assert driver.state is asking
+
+
+# --- the turn: what Stop records -----------------------------------------------------------------
+
+
+@pytest.mark.req("TL-8", "TL-5")
+def test_a_tool_cancelled_by_stop_is_recorded_with_the_stop_reason() -> None:
+    """A tool that reports it was cancelled is saved CANCELLED with exactly "Cancelled: the user
+    stopped the turn." and its partial output; a tool that ran to the end has no reason."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("a"), call("b")])
+    driver.ack()
+    driver.send(at.ToolFinished(call_id="a", output="all of it"))
+    driver.ack()
+    driver.send(at.StopPressed())
+    driver.send(at.ToolFinished(call_id="b", output="half", cancelled=True))
+    assert [(r.call_id, r.status, r.output, r.reason) for r in results(driver)] == [
+        ("a", ToolResultStatus.EXECUTED, "all of it", ""),
+        ("b", ToolResultStatus.CANCELLED, "half", STOPPED)]
+
+
+@pytest.mark.req("TL-5", "TL-8")
+def test_calls_owed_after_a_failed_final_write_keep_their_reason() -> None:
+    """Stop while a result is being saved, and that save fails: the calls never started are
+    owed with status CANCELLED and the stop's reason, written first by the next prompt."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2"), call("c3")])
+    driver.ack()
+    driver.send(at.ToolFinished(call_id="c1", output="c1 output"))
+    failing = driver.last(at.Persist)
+    driver.send(at.StopPressed())
+    driver.send(at.PersistFailed(key=failing.key, reason="disk full"))  # type: ignore[attr-defined]
+    first = driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"))[0]
+    assert isinstance(first, at.Persist)
+    assert [(r.call_id, r.status, r.reason) for r in first.records
+            if isinstance(r, at.ToolResultRecord)] == [
+        ("c1", ToolResultStatus.EXECUTED, ""),
+        ("c2", ToolResultStatus.CANCELLED, STOPPED),
+        ("c3", ToolResultStatus.CANCELLED, STOPPED)]
+
+
+# --- the session: its state keeps its documented shape -------------------------------------------
+
+PROMPT = at.PromptSubmitted(turn_id="t1", message_id="m1", text="Port the parser")
+_PLAIN = {"str": str, "bool": bool, "int": int}
+
+
+def session_shape_problems(state: se.SessionState) -> list[str]:
+    """What breaks the documented shape of a session state (an empty list when nothing does)."""
+    problems = [f"{field.name}={getattr(state, field.name)!r} is not {field.type}"
+                for field in attrs.fields(se.SessionState)
+                if field.type in _PLAIN and type(getattr(state, field.name)) is not _PLAIN[
+                    field.type]]
+    phase = state.phase
+    if bool(state.drain_id) != (phase is se.SessionPhase.DRAINING):
+        problems.append(f"drain in flight {state.drain_id!r} in {phase.name}")
+    if bool(state.hook_run) != (phase is se.SessionPhase.HOOKS):
+        problems.append(f"Stop-hook run in flight {state.hook_run!r} in {phase.name}")
+    if state.automatic and phase is not se.SessionPhase.IDLE and state.hook_blocks:
+        problems.append(f"an automatic turn counts {state.hook_blocks} Stop-hook block(s)")
+    return problems
+
+
+class CheckedHost(Host):
+    """The scripted host, checking the session's shape after every single step."""
+
+    def send(self, *events: at.Event) -> list[at.Command]:
+        start = len(self.log)
+        self.queue.extend(events)
+        while self.queue:
+            event = self.queue.popleft()
+            self.log.append(("event", event))
+            self.state, commands = se.reduce(self.state, event)
+            assert not session_shape_problems(self.state), (event, session_shape_problems(
+                self.state))
+            for command in commands:
+                self.log.append(("command", command))
+                self.answer(command)
+        return [item for kind, item in self.log[start:] if kind == "command"]
+
+
+def armed(host: Host, *more: dict[str, Any]) -> Host:
+    """Script ``host``: the first response writes one unfinished todo, the next stops."""
+    host.responses.extend([say("Planning.", todo_call("tw1")), say("Stopping here."), *more])
+    host.tool_results["tw1"] = {"output": "1 todo", "structured": todos("pending", "completed")}
+    return host
+
+
+def _drain_held_then_hard_stop() -> CheckedHost:
+    """A hard stop while the drain is out and a Lead instruction is still being saved: the turn
+    waits for that save before it ends, so the session is back in TURN with no drain."""
+    host = armed(CheckedHost())
+    host.drain = lambda c: None  # the client never answers the drain
+    host.send(PROMPT)
+    assert host.state.phase is se.SessionPhase.DRAINING
+    host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
+              se.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION, reason="Loop protection."))
+    assert host.outcomes() == [at.OutcomeKind.HALTED]
+    return host
+
+
+def _hooks_block_then_cap() -> CheckedHost:
+    host = armed(CheckedHost(stop_hooks=True, stop_hook_cap=1), say("Again."), say("Again."))
+    host.hooks = lambda c: se.StopHookDecided(run_id=c.run_id, block=True, reason="Tests fail.")
+    host.send(PROMPT)
+    return host
+
+
+def _automatic_after_hook_blocks() -> CheckedHost:
+    host = armed(CheckedHost(stop_hooks=True), say("Fixed."), say("Done."))
+    blocks = iter([True])
+    host.hooks = lambda c: se.StopHookDecided(
+        run_id=c.run_id, block=next(blocks, False), reason="Tests fail.")
+    host.send(PROMPT)
+    host.responses.append(say("Nightly report written."))
+    host.send(se.AutomaticTurnDue(turn_id="cron-1", message_id="cm", text="nightly report",
+                                  kind=se.AutomaticKind.CRON, source_id="task-1"))
+    return host
+
+
+def _third_guard_stream_withheld() -> CheckedHost:
+    host = armed(CheckedHost(), say("Working."),
+                 say("Reading.", at.ToolCall(call_id="r1", name="read_file")), say("never sent"))
+    host.send(PROMPT)
+    return host
+
+
+SESSION_SCRIPTS = {
+    "hard stop while draining": _drain_held_then_hard_stop,
+    "hooks block up to the cap": _hooks_block_then_cap,
+    "automatic turn after hook blocks": _automatic_after_hook_blocks,
+    "third guard stream withheld": _third_guard_stream_withheld,
+    "drains answered": lambda: armed(CheckedHost(), say("More."), say("Done?")).send(PROMPT),
+}
+
+
+@pytest.mark.req("SO-1", "SO-6", "SG-B5", "BG-4")
+@pytest.mark.parametrize("script", list(SESSION_SCRIPTS), ids=str)
+def test_every_session_state_keeps_its_documented_shape(script: str) -> None:
+    """After every step: each ``str``/``bool``/``int`` field holds that type; a drain id is
+    kept only while the session drains (``DRAINING``) and a Stop-hook run id only while the
+    hooks run (``HOOKS``); an automatic turn has had no Stop-hook block. Kills the mutants that
+    leave ``drain_id`` set after a drain's answer or a hard stop, set ``withheld_request`` to
+    ``None``, or start an automatic turn with a Stop-hook block counted."""
+    SESSION_SCRIPTS[script]()
+
+
+# --- the session: held automatic turns (BG-5, BG-6) ----------------------------------------------
+
+
+def _due(turn_id: str, source_id: str) -> se.AutomaticTurnDue:
+    return se.AutomaticTurnDue(turn_id=turn_id, message_id=f"{turn_id}-m", text=f"run {turn_id}",
+                               kind=se.AutomaticKind.NOTIFICATION, source_id=source_id)
+
+
+@pytest.mark.req("BG-5", "BG-6")
+def test_a_full_queue_evicts_its_oldest_unrelated_turn_and_forgets_its_prompt() -> None:
+    """With room for one held turn, a second unrelated one while a turn runs evicts the first
+    with the exact reason; when the turn ends only the survivor runs, with its own text."""
+    host = Host(max_deferred=1)
+    host.send(PROMPT)  # no response scripted: the turn runs
+    assert host.send(_due("a1", "n1")) == [se.AutomaticTurnDeferred(turn_id="a1")]
+    assert host.send(_due("a2", "n2")) == [
+        se.AutomaticTurnDeferred(turn_id="a2"),
+        se.AutomaticTurnDropped(turn_id="a1", reason="the deferred queue is full; the oldest "
+                                                     "unrelated automatic turn made room")]
+    host.responses.extend([say("Done."), say("Ran a2.")])
+    host.answer(host.held.pop())
+    host.send()
+    assert host.user_messages() == ["Port the parser", "run a2"]
+    assert host.outcomes() == [at.OutcomeKind.FINISHED, at.OutcomeKind.FINISHED]
+
+
+def _awaiting_a_reported_prompt(max_deferred: int) -> Host:
+    """An armed chain whose stop yields to a prompt the client reported queued (BR-1): the
+    turn ends and the chain awaits that prompt, with a shell the chain started still live."""
+    host = armed(Host(max_deferred=max_deferred))
+    host.drain = lambda c: se.MidTurnDrained(drain_id=c.drain_id, has_queued_prompt=True)
+    host.send(PROMPT, se.BackgroundStarted(kind=se.BackgroundKind.SHELL, item_id="sh1"))
+    assert host.state.phase is se.SessionPhase.IDLE
+    assert host.state.guard.phase is g.GuardPhase.AWAITING_PROMPT
+    return host
+
+
+@pytest.mark.req("BG-5", "BG-6", "SO-2")
+def test_a_full_queue_of_related_turns_drops_an_unrelated_one_by_name() -> None:
+    """The queue holds one related turn (its source is the chain's shell); an unrelated turn
+    that finds it full is the one dropped, named, with the exact reason."""
+    host = _awaiting_a_reported_prompt(1)
+    assert host.send(_due("r1", "sh1")) == [se.AutomaticTurnDeferred(turn_id="r1")]
+    assert host.send(_due("u1", "elsewhere")) == [se.AutomaticTurnDropped(
+        turn_id="u1", reason="the deferred queue is full of turns related to the live work chain")]
+    assert [t.turn_id for t in host.state.deferred.turns] == ["r1"]
+
+
+@pytest.mark.req("BG-5", "BG-6", "SO-2")
+def test_a_related_turn_with_no_room_that_may_not_run_now_is_dropped_with_the_reason() -> None:
+    """A related turn finds the queue full of related turns while the idle chain awaits a
+    queued prompt: the queue keeps its bound, the turn may not start before that prompt, so it
+    is dropped with the exact reason; the held related turn keeps its place."""
+    host = _awaiting_a_reported_prompt(1)
+    host.send(_due("r1", "sh1"))
+    assert host.send(_due("r2", "sh1")) == [se.AutomaticTurnDropped(
+        turn_id="r2", reason="no room to hold it and it may not run now")]
+    assert [t.turn_id for t in host.state.deferred.turns] == ["r1"]
+    assert host.state.phase is se.SessionPhase.IDLE
+
+
+@pytest.mark.req("BG-5", "SG-S1", "SG-B9")
+def test_a_compaction_failure_that_suspends_the_chain_starts_a_held_turn_at_once() -> None:
+    """An ordinary request of an armed chain fails compaction while an unrelated cron turn is
+    held: the turn ends COMPACTION_FAILED, the chain is suspended, and in the same step the held
+    turn starts (its prompt saved, its request sent) as a new chain."""
+    host = armed(Host())
+    host.responses.pop()  # the request after the todo write is held
+    host.send(PROMPT)
+    request = host.held.pop()
+    host.send(se.AutomaticTurnDue(turn_id="cron-1", message_id="cm", text="hourly",
+                                  kind=se.AutomaticKind.CRON, source_id="task-1"))
+    commands = host.send(at.CompactionFailed(request_id=request.request_id, reason="too long"))
+    assert host.outcomes() == [at.OutcomeKind.COMPACTION_FAILED]
+    assert at.Persist(key="cron-1/p1", records=(
+        at.UserMessageRecord(message_id="cm", text="hourly"),)) in commands
+    assert at.RequestModelStream(request_id="cron-1/r1") in commands
+    assert host.state.turn.turn_id == "cron-1" and host.state.automatic
+
+
+# --- the session: what the host is told ----------------------------------------------------------
+
+
+@pytest.mark.req("OB-3", "OB-6")
+def test_the_exhaustion_entry_carries_the_exact_guard_metadata() -> None:
+    """The exhaustion message is published once, under the turn's id, as a discrete guard
+    entry with its kind, the attempt count, the maximum and the unfinished count."""
+    host = armed(Host(), say("Still working."), say("Still not done."))
+    host.send(PROMPT)
+    [entry] = host.published(se.EntryKind.GUARD_EXHAUSTED)
+    assert (entry.message_id, entry.text) == ("t1", g.exhaustion_text(1))
+    assert dict(entry.meta or {}) == {"source": "todo_stop_guard", g.DISCRETE_MARKER: True,
+                                      "kind": "exhausted", "attempt": 2, "maxAttempts": 2,
+                                      "unfinishedCount": 1}
+
+
+@pytest.mark.req("SG-B5")
+def test_the_host_is_never_asked_to_cancel_the_request_it_was_not_sent() -> None:
+    """The third guard-attributable request is withheld and the turn halted: the host gets
+    neither that request nor a ``CancelStream`` for it."""
+    host = _third_guard_stream_withheld()
+    assert host.outcomes() == [at.OutcomeKind.HALTED]
+    assert host.commands(at.CancelStream) == []
+    assert len(host.commands(at.RequestModelStream)) == host.state.usage.model_calls == 4
+    assert [r["text"] for r in host.responses] == ["never sent"]
+    assert host.state.withheld_request == ""
+
+
+@pytest.mark.req("BR-4", "BG-6")
+def test_closing_hands_back_every_held_turn_and_queued_prompt_with_the_reason() -> None:
+    """Closing while a turn runs: the turn is halted, then each queued prompt is refused and
+    each held automatic turn dropped, with the exact reasons, before ``CloseSession``."""
+    host = Host()
+    host.send(PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"),
+              _due("a1", "n1"))
+    commands = host.send(se.CloseRequested())
+    closing = [c for c in commands if isinstance(
+        c, se.PromptRefused | se.AutomaticTurnDropped | se.CloseSession)]
+    assert closing == [
+        se.PromptRefused(prompt_id="q1", text="later",
+                         reason="the session closed before this prompt ran"),
+        se.AutomaticTurnDropped(turn_id="a1", reason="the session closed"),
+        se.CloseSession(reason="closed")]
+
+
+@pytest.mark.req("BR-1")
+def test_a_prompt_id_already_in_use_is_refused_with_the_reason() -> None:
+    """A queued prompt reusing the running turn's id, or a queued prompt's id, is handed back
+    with exactly "this prompt id is already in use"."""
+    host = Host()
+    host.send(PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"))
+    for prompt_id in ("t1", "q1"):
+        assert host.send(se.PromptQueued(prompt_id=prompt_id, message_id="mx", text="again")) == [
+            se.PromptRefused(prompt_id=prompt_id, text="again",
+                             reason="this prompt id is already in use")]
+
+
+REFUSALS: dict[str, tuple[at.Event, str]] = {
+    "hook answer": (se.StopHookDecided(run_id="t1/hooks-1", block=False),
+                    "the answer of a Stop-hook run this session asked for"),
+    "prompt completed": (se.PromptCompleted(prompt_id="q9"), "a queued prompt's id"),
+    "timer": (se.TimerFired(key="t1/drain-1"), "a timer this session started"),
+}
+
+
+@pytest.mark.req("SO-6", "BR-1", "BR-3")
+@pytest.mark.parametrize("case", list(REFUSALS), ids=str)
+def test_an_answer_the_session_never_asked_for_is_refused_with_its_particulars(case: str) -> None:
+    """A Stop-hook answer (SO-6), a prompt completion (BR-1) or a drain timer (BR-3) the
+    session never issued: ``UnknownId`` from the session, naming the phase, the event and what
+    it waits on (kills ``part=None``, ``phase=None`` and ``expected=None``)."""
+    event, expected = REFUSALS[case]
+    with pytest.raises(at.UnknownId) as raised:
+        se.reduce(Host().state, event)
+    assert refused(raised.value) == (at.UnknownId, "session", "IDLE", event, expected)
+
+
+# --- the session: Stop hooks and trust -----------------------------------------------------------
+
+
+@pytest.mark.req("SO-5", "SO-6", "OB-5")
+def test_a_hook_continuation_with_a_prompt_queued_is_counted_as_a_hook_call() -> None:
+    """The hooks block while a complete prompt was queued behind them: the hook's reason goes
+    alone, the state records that the queued prompt keeps its priority at the next stop, and
+    the continuation's stream is counted as a hook call, not a guard call."""
+    host = armed(Host(stop_hooks=True))
+    host.hooks = lambda c: None  # the hooks answer later
+    host.send(PROMPT)
+    [run] = host.held
+    host.held.clear()
+    host.send(se.PromptQueued(prompt_id="q1", message_id="mq", text="queued"))
+    host.send(se.StopHookDecided(run_id=run.run_id, block=True, reason="Tests fail."))
+    assert host.user_messages()[-1] == "Tests fail."
+    assert host.state.fifo_priority
+    host.responses.extend([say("Fixed the tests."), say("Next turn.")])
+    host.answer(host.held.pop())
+    host.send()
+    assert host.state.usage == se.Usage(model_calls=4, guard_calls=0, hook_calls=1)
+    assert host.user_messages()[-1] == "queued"
+
+
+@pytest.mark.req("SG-A12", "SG-A14")
+def test_a_continue_naming_a_turn_rewound_while_it_ran_never_arms() -> None:
+    """The running turn is rewound, then its request fails and the host continues it: the
+    continued turn is the invalidated one, so its todo list never arms the guard and its stop
+    gets no guard continuation."""
+    host = armed(Host())
+    host.responses.pop()
+    host.send(PROMPT)
+    request = host.held.pop()
+    host.send(se.LifecycleChanged(kind=g.TrustClearingKind.REWIND))
+    host.send(at.StreamFailed(request_id=request.request_id, error="reset"))
+    host.tool_results["tw2"] = {"output": "1 todo", "structured": todos("pending")}
+    host.responses.extend([say("Again.", todo_call("tw2")), say("Stopping.")])
+    host.send(at.ContinueTurn(turn_id="t1"))
+    assert host.outcomes() == [at.OutcomeKind.ERROR, at.OutcomeKind.FINISHED]
+    assert not host.published(se.EntryKind.GUARD_CHUNK)
+    assert not host.state.guard.armed
