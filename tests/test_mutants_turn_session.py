@@ -193,15 +193,16 @@ def test_calls_owed_after_a_failed_final_write_keep_their_reason() -> None:
 # --- the session: its state keeps its documented shape -------------------------------------------
 
 PROMPT = at.PromptSubmitted(turn_id="t1", message_id="m1", text="Port the parser")
-_PLAIN = {"str": str, "bool": bool, "int": int}
 
 
 def session_shape_problems(state: se.SessionState) -> list[str]:
     """What breaks the documented shape of a session state (an empty list when nothing does)."""
+    # Resolved here, so the check never depends on whether another test resolved them first.
+    attrs.resolve_types(se.SessionState)
     problems = [f"{field.name}={getattr(state, field.name)!r} is not {field.type}"
                 for field in attrs.fields(se.SessionState)
-                if field.type in _PLAIN and type(getattr(state, field.name)) is not _PLAIN[
-                    field.type]]
+                if field.type in (str, bool, int)
+                and type(getattr(state, field.name)) is not field.type]
     phase = state.phase
     if bool(state.drain_id) != (phase is se.SessionPhase.DRAINING):
         problems.append(f"drain in flight {state.drain_id!r} in {phase.name}")
