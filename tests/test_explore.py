@@ -285,3 +285,47 @@ def test_a_closed_session_still_hears_what_it_asked_for_before_closing() -> None
     with pytest.raises(at.ProtocolError):
         S.reduce(state, at.PermissionDecided(call_id="r1",
                                              decision=at.PermissionDecision.ALLOW))
+
+
+# --- open bugs found by the sampled mutation run (benchmarks/EVIDENCE.md, Item 5) ---------------
+
+
+def _todo_armed_until_r2() -> list[at.Event]:
+    return [at.PromptSubmitted(turn_id="t1", message_id="m1", text="port it"),
+            at.Persisted(key="t1/p1"), at.StreamOpened(request_id="t1/r1"),
+            at.StreamCompleted(request_id="t1/r1", text="Planning.", finish_reason="tool_use",
+                               tool_calls=(at.ToolCall(call_id="tw1", name="todo_write",
+                                                       arguments="{}"),)),
+            at.Persisted(key="t1/p2"),
+            at.ToolFinished(call_id="tw1", output="todos", structured=TODOS_LEFT),
+            at.Persisted(key="t1/p3")]
+
+
+@pytest.mark.req("BG-7", "SG-S1")
+@pytest.mark.xfail(strict=True, reason="open: a compaction failure tells the turn before the "
+                                       "guard, so the turn end still sees a chain that can resume")
+def test_a_compaction_failure_that_suspends_the_chain_offers_follow_ups() -> None:
+    """The armed chain's next request fails compaction: the guard suspends (it can no longer
+    resume), so the turn's end offers follow-up suggestions, as Stop at the same point does."""
+    state, commands = _play(_daemon(), [
+        *_todo_armed_until_r2(), at.CompactionFailed(request_id="t1/r2", reason="too long")])
+    assert state.guard.phase is g.GuardPhase.SUSPENDED
+    assert any(isinstance(c, S.OfferFollowUpSuggestions) for c in commands)
+
+
+@pytest.mark.req("SG-B9", "SO-8")
+@pytest.mark.xfail(strict=True, reason="open: the turn's end cancels the guard's pending attempt "
+                                       "before the compaction failure reaches it")
+def test_a_combined_continuation_that_fails_compaction_says_the_hook_may_continue() -> None:
+    """A Stop hook and the guard both continue one stop; that combined request fails
+    compaction: the host is told the hook may still continue (HookMayContinue)."""
+    state = S.Session.create(S.SessionConfig(
+        chat_id="chat", turn=at.TurnConfig(auto_title=False), stop_hooks=True,
+        guard=g.GuardConfig(todo_stop_guard=True, daemon=True)))
+    _, commands = _play(state, [
+        *_todo_armed_until_r2(), at.StreamOpened(request_id="t1/r2"),
+        at.StreamCompleted(request_id="t1/r2", text="Stopping here.", finish_reason="end_turn"),
+        at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
+        S.StopHookDecided(run_id="t1/hooks-1", block=True, reason="Tests fail."),
+        at.Persisted(key="t1/p5"), at.CompactionFailed(request_id="t1/r3", reason="too long")])
+    assert any(isinstance(c, g.HookMayContinue) for c in commands)
