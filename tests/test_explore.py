@@ -287,7 +287,7 @@ def test_a_closed_session_still_hears_what_it_asked_for_before_closing() -> None
                                              decision=at.PermissionDecision.ALLOW))
 
 
-# --- open bugs found by the sampled mutation run (benchmarks/EVIDENCE.md, Item 5) ---------------
+# --- bugs found by the sampled mutation run (benchmarks/EVIDENCE.md, Item 5), fixed ----------
 
 
 def _todo_armed_until_r2() -> list[at.Event]:
@@ -302,8 +302,6 @@ def _todo_armed_until_r2() -> list[at.Event]:
 
 
 @pytest.mark.req("BG-7", "SG-S1")
-@pytest.mark.xfail(strict=True, reason="open: a compaction failure tells the turn before the "
-                                       "guard, so the turn end still sees a chain that can resume")
 def test_a_compaction_failure_that_suspends_the_chain_offers_follow_ups() -> None:
     """The armed chain's next request fails compaction: the guard suspends (it can no longer
     resume), so the turn's end offers follow-up suggestions, as Stop at the same point does."""
@@ -314,8 +312,6 @@ def test_a_compaction_failure_that_suspends_the_chain_offers_follow_ups() -> Non
 
 
 @pytest.mark.req("SG-B9", "SO-8")
-@pytest.mark.xfail(strict=True, reason="open: the turn's end cancels the guard's pending attempt "
-                                       "before the compaction failure reaches it")
 def test_a_combined_continuation_that_fails_compaction_says_the_hook_may_continue() -> None:
     """A Stop hook and the guard both continue one stop; that combined request fails
     compaction: the host is told the hook may still continue (HookMayContinue)."""

@@ -527,21 +527,28 @@ def _not_opened(s: SessionState, request_id: str, reason: g.NotOpenedReason,
 
 def _on_request_failed(s: SessionState, event: StreamFailed | CompactionFailed
                        | TokenLimitRejected, out: _Out) -> SessionState:
-    before = s.turn
-    request_id = s.guard_request
-    s = _to_turn(s, event, out)
-    if s.turn is before:
-        return s
     if isinstance(event, StreamFailed):
+        before = s.turn
+        s = _to_turn(s, event, out)
+        if s.turn is before:
+            return s
         kind = g.ErrorKind.NETWORK if event.network else g.ErrorKind.API
         return _to_guard(_replace(s, guard_request=""), g.RequestErrored(kind=kind), out)
+    commands: _Out = []
+    turn = turn_part.reduce_into(s.turn, event, commands)
+    if turn is s.turn:
+        return _apply_turn(s, turn, commands, out)  # a late answer, absorbed by the turn
+    # The guard hears of the failure before the turn's end is handled, so that end sees the
+    # chain as it now is (suspended: follow-ups are offered, BG-7) and a pending combined
+    # continuation is reported as not opened for this reason (HookMayContinue, SG-B9).
+    request_id = s.guard_request if event.request_id == s.guard_request else ""
     if isinstance(event, CompactionFailed):
-        return _not_opened(s, request_id if event.request_id == request_id else "",
-                           g.NotOpenedReason.COMPACTION_FAILED,
-                           g.HardStop(kind=g.HardStopKind.COMPACTION_FAILED), out)
-    return _not_opened(s, request_id if event.request_id == request_id else "",
-                       g.NotOpenedReason.TOKEN_REJECTED,
-                       g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT), out)
+        s = _not_opened(s, request_id, g.NotOpenedReason.COMPACTION_FAILED,
+                        g.HardStop(kind=g.HardStopKind.COMPACTION_FAILED), out)
+    else:
+        s = _not_opened(s, request_id, g.NotOpenedReason.TOKEN_REJECTED,
+                        g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT), out)
+    return _apply_turn(s, turn, commands, out)
 
 
 def _on_stop(s: SessionState, event: StopPressed, out: _Out) -> SessionState:
