@@ -813,7 +813,23 @@ def reachable(depth: int, config: str = "daemon", start: str = "new") -> list[Se
 
 
 @attrs.frozen(kw_only=True)
-class ExploreReport:
+class _Report:
+    """What a run of the explorer or the fuzzer saw, whichever walked the states."""
+
+    session_phases: dict[str, int]
+    turn_phases: dict[str, int]
+    guard_phases: dict[str, int]
+    seconds: float
+    violations: tuple[Violation, ...]
+    counts: dict[tuple[str, str], int]
+
+    @property
+    def new_violations(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.violations if not v.known)
+
+
+@attrs.frozen(kw_only=True)
+class ExploreReport(_Report):
     """What :func:`explore` did."""
 
     config: str
@@ -826,16 +842,6 @@ class ExploreReport:
     transitions: int
     per_level: tuple[int, ...]
     outcomes: dict[str, int]
-    session_phases: dict[str, int]
-    turn_phases: dict[str, int]
-    guard_phases: dict[str, int]
-    seconds: float
-    violations: tuple[Violation, ...]
-    counts: dict[tuple[str, str], int]
-
-    @property
-    def new_violations(self) -> tuple[Violation, ...]:
-        return tuple(v for v in self.violations if not v.known)
 
     def summary(self) -> str:
         rate = self.transitions / self.seconds if self.seconds else 0.0
@@ -925,7 +931,7 @@ def explore(depth: int, config: str = "daemon", start: str = "new", max_violatio
 
 
 @attrs.frozen(kw_only=True)
-class FuzzReport:
+class FuzzReport(_Report):
     """What :func:`fuzz` did."""
 
     steps: int
@@ -936,16 +942,6 @@ class FuzzReport:
     turn_outcomes: dict[str, int]
     guard_chunks: int
     exhaustions: int
-    session_phases: dict[str, int]
-    turn_phases: dict[str, int]
-    guard_phases: dict[str, int]
-    seconds: float
-    violations: tuple[Violation, ...]
-    counts: dict[tuple[str, str], int]
-
-    @property
-    def new_violations(self) -> tuple[Violation, ...]:
-        return tuple(v for v in self.violations if not v.known)
 
     def summary(self) -> str:
         rate = self.steps / self.seconds if self.seconds else 0.0

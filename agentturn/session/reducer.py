@@ -195,13 +195,7 @@ def _to_turn(s: SessionState, event: object, out: _Out, **changes: Any) -> Sessi
     session state as the turn's."""
     commands: _Out = []
     turn = turn_part.reduce_into(s.turn, event, commands)
-    if turn is not s.turn:
-        s = _replace(s, turn=turn, **changes)
-    elif changes:
-        s = _replace(s, **changes)
-    for command in commands:
-        s = _on_turn_command(s, command, out)
-    return s
+    return _apply_turn(s, turn, commands, out, **changes)
 
 
 def _apply_turn(s: SessionState, turn: turn_part.TurnState, commands: _Out, out: _Out,
