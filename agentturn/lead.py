@@ -150,6 +150,8 @@ _replace_entry = replacer(LeadEntry)
 # The trusted constructors (see ``builder``) of what this part makes from validated values.
 _SaveLead = builder(SaveLead)
 _UserMessageRecord = builder(UserMessageRecord)
+_LeadEntry = builder(LeadEntry)
+_LeadAccepted = builder(LeadAccepted)
 
 
 def is_offered(queue: LeadQueue) -> bool:
@@ -233,9 +235,9 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
         if any(entry.lead_id == event.lead_id for entry in queue.entries):
             raise UnknownId(part="lead", phase=queue.admission.name, event=event,
                             expected="a lead_id not already pending")
-        entry = LeadEntry(lead_id=event.lead_id, text=event.text, status=LeadStatus.QUEUED)
+        entry = _LeadEntry(lead_id=event.lead_id, text=event.text, status=LeadStatus.QUEUED)
         entries, saves = _start_next_save((*queue.entries, entry))
-        accepted = LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
+        accepted = _LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
         return new_step(state=_replace(queue, entries=entries), commands=(accepted, *saves))
     index = _saving_index(queue, event)
     if index is None:

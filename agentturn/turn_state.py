@@ -16,6 +16,7 @@ size does not depend on how many rounds the turn has run (TL-1).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -193,7 +194,16 @@ class TurnConfig(Value):
 
     def finish_reason(self, raw: str) -> FinishReason:
         """Normalize an engine's raw finish reason with this configuration."""
-        return FinishReason.of(raw, dict(self.finish_reasons) if self.finish_reasons else None)
+        if type(raw) is not str:
+            return FinishReason.of(raw)  # raises the FieldError that names the field
+        return _normalized(raw, self.finish_reasons)
+
+
+@functools.lru_cache(maxsize=256)
+def _normalized(raw: str, table: tuple[tuple[str, FinishKind], ...]) -> FinishReason:
+    # An engine repeats a handful of raw strings; the value is immutable, so one per string is
+    # shared (bounded, so a stream of odd strings cannot grow it).
+    return FinishReason.of(raw, dict(table) if table else None)
 
 
 class NextStep(enum.Enum):

@@ -20,7 +20,12 @@ median of those paired ratios is reported, with its spread):
 * **limit**: a hand-written ``__slots__`` class with a positional constructor and a dict
   dispatch: what plain Python can do at best, for scale.
 
-Floor, peer and limit get their events ready-made; only the step pays for building them.
+Floor, peer and limit get their events ready-made; only the step pays for building them. Two
+more lines explain the distance to the floor: the **skeleton** (:func:`time_skeleton`: build the
+event, copy the turn and the session state once, one command, the ``Step``; no decision), the
+least a step composed of immutable parts costs; and the **turn alone** (:func:`time_turn`: the
+turn reducer on ready-made one-call rounds, the trace issue 13's first figures were measured on)
+against the floor over the same events.
 
 Then the deep size of the session state (``sys.getsizeof`` over everything reachable, each
 container counted once, Lead texts excluded: they are bounded at 8 x 32 KiB) after 10 and after
@@ -31,7 +36,8 @@ throughout, as in a host.
 
 The lines ``ratio step/floor``, ``ratio step/transitions``, ``ratio step/limit``,
 ``state bytes at ...`` and ``import ms ratio agentturn/attrs`` are the figures DESIGN.md sets
-goals for. This is a measurement, not a test: absolute numbers depend on the machine.
+goals for; ``ratio skeleton/floor``, ``ratio step/skeleton`` and ``ratio turn alone/floor``
+are reported. This is a measurement, not a test: absolute numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -222,6 +228,62 @@ def time_step(trace: list[Spec], loops: int) -> float:
                                        for name, items in nested}}
             state = reduce(state, cls(**fields)).state
     return (time.perf_counter_ns() - started) / (loops * len(trace))
+
+
+# --- what a composed step cannot avoid, and the turn alone ----------------------------------
+
+
+def time_skeleton(trace: list[Spec], loops: int) -> float:
+    """The fixed work of a session step with none of its logic: build the event as
+    :func:`time_step` does, copy the turn state and the session state once each (with the
+    cheapest copies the library has), build one command and the :class:`~agentturn.Step`."""
+    from agentturn._base import builder, new_step, replacer
+
+    with_seq = replacer(at.TurnState, "persist_seq")
+    with_turn = replacer(ss.SessionState, "turn")
+    persist = builder(at.Persist)
+    started = time.perf_counter_ns()
+    for _ in range(loops):
+        state = ss.Session.create(CONFIG)
+        for cls, fields, nested in trace:
+            if nested:
+                fields = {**fields, **{name: tuple(item(**values) for item, values in items)
+                                       for name, items in nested}}
+            event = cls(**fields)
+            turn = with_seq(state.turn, state.turn.persist_seq + 1)
+            command = persist(key=type(event).__name__, records=())
+            state = new_step(state=with_turn(state, turn), commands=(command,)).state
+    return (time.perf_counter_ns() - started) / (loops * len(trace))
+
+
+def one_call_rounds(rounds: int = 200) -> tuple[at.TurnState, list[object]]:
+    """The trace the figure "about 4.8" in issue 13 was measured on: the turn reducer alone, no
+    titles, ``rounds`` rounds of one call each (opened, completed, saved, finished, saved)."""
+    state = at.TurnState.create("bench", at.TurnConfig(auto_title=False))
+    for event in (at.PromptSubmitted(turn_id="t", message_id="m", text="go"),
+                  at.Persisted(key="t/p1")):
+        state = at.reduce(state, event).state
+    events: list[object] = []
+    for number in range(1, rounds + 1):
+        request_id, call = f"t/r{number}", at.ToolCall(call_id=f"c{number}", name="read_file",
+                                                       arguments="{}")
+        events += [at.StreamOpened(request_id=request_id),
+                   at.StreamCompleted(request_id=request_id, text="", finish_reason="tool_calls",
+                                      tool_calls=(call,)),
+                   at.Persisted(key=f"t/p{2 * number}"),
+                   at.ToolFinished(call_id=call.call_id, output="ok"),
+                   at.Persisted(key=f"t/p{2 * number + 1}")]
+    return state, events
+
+
+def time_turn(start: at.TurnState, events: list[object], loops: int) -> float:
+    reduce = at.reduce
+    started = time.perf_counter_ns()
+    for _ in range(loops):
+        state = start
+        for event in events:
+            state = reduce(state, event).state
+    return (time.perf_counter_ns() - started) / (loops * len(events))
 
 
 # --- the floor --------------------------------------------------------------------------------
@@ -424,9 +486,10 @@ def transitions_round() -> tuple[TurnModel, list[tuple[Callable[..., bool], dict
     calls = (at.ToolCall(call_id="c1", name="edit_file", needs_permission=True),
              at.ToolCall(call_id="c2", name="read_file"))
     m: Any = model
-    cycle = [(m.opened, {}), (m.completed, {"calls": calls}), (m.persisted, {}),
-             (m.decided, {"decision": at.PermissionDecision.ALLOW}), (m.finished_tool, {}),
-             (m.persisted, {}), (m.finished_tool, {}), (m.persisted, {})]
+    cycle: list[tuple[Callable[..., bool], dict[str, Any]]] = [
+        (m.opened, {}), (m.completed, {"calls": calls}), (m.persisted, {}),
+        (m.decided, {"decision": at.PermissionDecision.ALLOW}), (m.finished_tool, {}),
+        (m.persisted, {}), (m.finished_tool, {}), (m.persisted, {})]
     return model, cycle
 
 
@@ -472,7 +535,7 @@ def deep_size(root: object) -> int:
             stack.extend(obj.values())
         elif attrs.has(type(obj)):
             lead_entry = isinstance(obj, at.lead.LeadEntry)
-            for field in attrs.fields(type(obj)):
+            for field in attrs.fields(type(obj)):  # type: ignore[arg-type]  # attrs.has said so
                 if lead_entry and field.name == "text":
                     continue
                 stack.append(getattr(obj, field.name))
@@ -568,11 +631,15 @@ def main(argv: list[str] | None = None) -> int:
     events = [build(spec) for spec in trace]
     _, cycle = transitions_round()
     count = len(trace) * args.loops
+    turn_start, turn_events = one_call_rounds()
     timers: dict[str, Callable[[], float]] = {
         "step": lambda: time_step(trace, args.loops),
         "floor": lambda: time_floor(events, args.loops),
         "transitions": lambda: time_transitions(cycle, count),
         "limit": lambda: time_limit(events, args.loops),
+        "skeleton": lambda: time_skeleton(trace, args.loops),
+        "turn": lambda: time_turn(turn_start, turn_events, args.loops),
+        "turn floor": lambda: time_floor(turn_events, args.loops),
     }
     names = list(timers)
     for name in names:  # warm-up, not recorded
@@ -582,8 +649,10 @@ def main(argv: list[str] | None = None) -> int:
         order = names[repeat % len(names):] + names[:repeat % len(names)]
         for name in order:
             samples[name].append(timers[name]())
-    ratios = {other: [s / o for s, o in zip(samples["step"], samples[other], strict=True)]
-              for other in ("floor", "transitions", "limit")}
+    def paired(a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(samples[a], samples[b], strict=True)]
+
+    ratios = {other: paired("step", other) for other in ("floor", "transitions", "limit")}
 
     print(f"python {sys.version.split()[0]}; attrs {attrs.__version__}; "
           f"{len(trace)} events per replay, {args.loops} replays per repeat, "
@@ -592,12 +661,24 @@ def main(argv: list[str] | None = None) -> int:
     labels = {"step": "step (build the event + session.reduce)",
               "floor": "floor (isinstance + 12-field attrs construction)",
               "transitions": "transitions (one trigger, bound model)",
-              "limit": "limit (__slots__, positional, dict dispatch)"}
+              "limit": "limit (__slots__, positional, dict dispatch)",
+              "skeleton": "skeleton (build the event + copy turn and session + a command + Step)",
+              "turn": "turn (agentturn.reduce alone, ready-made one-call rounds)",
+              "turn floor": "floor over those one-call rounds"}
     for name in names:
         print(f"{labels[name]}: {_spread(samples[name])}")
     for other in ("floor", "transitions", "limit"):
         print(f"ratio step/{other}: {statistics.median(ratios[other]):.2f}")
         print(f"  paired ratios step/{other}: {_spread(ratios[other])}")
+    # Why step/floor stays where it is: the skeleton is what any step composed of immutable
+    # parts pays before its first decision. And the turn alone, on the trace issue 13's
+    # "about 4.8" was measured on, for comparison with that figure.
+    for label, (top, bottom) in {"skeleton/floor": ("skeleton", "floor"),
+                                 "step/skeleton": ("step", "skeleton"),
+                                 "turn alone/floor": ("turn", "turn floor")}.items():
+        values = paired(top, bottom)
+        print(f"ratio {label}: {statistics.median(values):.2f}")
+        print(f"  paired ratios {label}: {_spread(values)}")
 
     small, large = 10, args.size_rounds
     started = time.perf_counter()

@@ -263,9 +263,9 @@ def test_a_closing_session_starts_no_grace_timer_and_closes_with_none_running() 
 @pytest.mark.req("TT-1", "BR-4")
 def test_a_closed_session_still_hears_what_it_asked_for_before_closing() -> None:
     """A naming request still runs when the session closes: it stays outstanding and its
-    answer names the chat; a Lead typed after the close gets its draft back, and an answer
-    nobody asked for is still misuse. (BUG-9, fixed: the session listed the request as
-    outstanding but refused its answer.)"""
+    answer names the chat; a Lead typed after the close gets its draft back (saying the chat is
+    closed), and an answer nobody asked for is still misuse. (BUG-9, fixed: the session listed
+    the request as outstanding but refused its answer.)"""
     state, _ = _play(S.Session.create(S.SessionConfig(
         chat_id="chat", guard=g.GuardConfig(todo_stop_guard=True, daemon=True))), [
         at.PromptSubmitted(turn_id="t1", message_id="m1", text="fix it"),
@@ -280,8 +280,13 @@ def test_a_closed_session_still_hears_what_it_asked_for_before_closing() -> None
     named, commands = S.reduce(state, at.TitleGenerated(request_id="chat/title-1", title="Fix"))
     assert commands == (at.SetTitle(chat_id="chat", title="Fix"),)
     assert named.phase is S.SessionPhase.CLOSED and S.outstanding(named) == ()
-    _, commands = S.reduce(state, at.LeadSubmitted(chat_id="chat", lead_id="L9", text="more"))
-    assert [(type(c), getattr(c, "draft", None)) for c in commands] == [(at.ReturnDraft, "more")]
+    kept, commands = S.reduce(state, at.LeadSubmitted(chat_id="chat", lead_id="L9", text="more"))
+    assert commands == (at.ReturnDraft(
+        lead_id="L9", reason=at.DraftReason.NOT_ACTIVE, draft="more",
+        message="This chat is closed; your text was not sent and is kept as a draft."),)
+    assert kept is state
+    _, (refused,) = S.reduce(state, at.LeadSubmitted(chat_id="other", lead_id="L9", text="x"))
+    assert isinstance(refused, at.ReturnDraft) and refused.reason is at.DraftReason.NOT_OWNER
     with pytest.raises(at.ProtocolError):
         S.reduce(state, at.PermissionDecided(call_id="r1",
                                              decision=at.PermissionDecision.ALLOW))

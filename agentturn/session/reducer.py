@@ -51,9 +51,11 @@ from .._base import Command, Step, builder, new_step, replacer
 from ..commands import (
     CancelStream,
     DecideNaturalStop,
+    DraftReason,
     EndTurn,
     ExecuteTool,
     RequestModelStream,
+    ReturnDraft,
     StaleAnswerIgnored,
 )
 from ..errors import UnexpectedEvent, UnknownId
@@ -127,6 +129,9 @@ __all__ = ["combined_continuation", "outstanding", "reduce"]
 
 P = SessionPhase
 _replace = replacer(SessionState)
+#: The two copies nearly every step makes (a part moved, nothing else changed), specialised.
+_with_turn = replacer(SessionState, "turn")
+_with_guard = replacer(SessionState, "guard")
 _Publish = builder(Publish)  # the trusted constructor (see ``builder``)
 _Out = list[Command]
 #: The guard facts without fields, built once (events are immutable values).
@@ -142,6 +147,10 @@ _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhau
 
 
 GRACE_EXPIRED = "The client did not come back within the grace period."
+#: What a Lead typed into a closed chat says as its draft comes back (the turn's own text,
+#: "No turn is running in this chat; send the text as a new message.", suggests a send that a
+#: closed session would refuse too).
+CLOSED_LEAD = "This chat is closed; your text was not sent and is kept as a draft."
 
 
 def combined_continuation(hook_reason: str | None, guard_text: str | None) -> str:
@@ -161,10 +170,10 @@ def _to_guard(s: SessionState, event: object, out: _Out, **changes: Any) -> Sess
 
 def _apply_guard(s: SessionState, guard: g.GuardState, commands: _Out | tuple[Command, ...],
                  out: _Out, **changes: Any) -> SessionState:
-    if guard is not s.guard:
-        changes["guard"] = guard
     if changes:
-        s = _replace(s, **changes)
+        s = _replace(s, guard=guard, **changes) if guard is not s.guard else _replace(s, **changes)
+    elif guard is not s.guard:
+        s = _with_guard(s, guard)
     for command in commands:
         s = _on_guard_command(s, command, out)
     return s
@@ -201,10 +210,10 @@ def _to_turn(s: SessionState, event: object, out: _Out, **changes: Any) -> Sessi
 def _apply_turn(s: SessionState, turn: turn_part.TurnState, commands: _Out, out: _Out,
                 **changes: Any) -> SessionState:
     """The second half of :func:`_to_turn`, for a handler that looked at the turn's step."""
-    if turn is not s.turn:
-        s = _replace(s, turn=turn, **changes)
-    elif changes:
-        s = _replace(s, **changes)
+    if changes:
+        s = _replace(s, turn=turn, **changes) if turn is not s.turn else _replace(s, **changes)
+    elif turn is not s.turn:
+        s = _with_turn(s, turn)
     for command in commands:
         s = _on_turn_command(s, command, out)
     return s
@@ -804,6 +813,14 @@ def _close(s: SessionState, reason: str, out: _Out) -> SessionState:
         max_deferred=s.deferred.max_deferred), deferred_prompts=(), grace=False)
 
 
+def _on_lead(s: SessionState, event: LeadSubmitted, out: _Out) -> SessionState:
+    if s.phase is P.CLOSED and event.chat_id == s.config.chat_id:
+        out.append(ReturnDraft(lead_id=event.lead_id, reason=DraftReason.NOT_ACTIVE,
+                               draft=event.text, message=CLOSED_LEAD))
+        return s
+    return _to_turn(s, event, out)  # the turn says the rest (LD-1 ... LD-6)
+
+
 def _on_lifecycle(s: SessionState, event: LifecycleChanged, out: _Out) -> SessionState:
     running = s.phase is not P.IDLE
     return _to_guard(s, g.TrustCleared(
@@ -826,10 +843,11 @@ _HANDLERS: Mapping[str, _Handler] = MappingProxyType({
     "StopPressed": _on_stop,
     "PermissionDecided": _on_permission,
     "ToolFinished": _on_tool_finished,
+    "LeadSubmitted": _on_lead,
     **{name: _to_turn for name in TURN_EVENTS if name not in (
         "PromptSubmitted", "ContinueTurn", "StreamOpened", "StreamCompleted", "StreamFailed",
         "CompactionFailed", "TokenLimitRejected", "StopPressed", "PermissionDecided",
-        "ToolFinished")},
+        "ToolFinished", "LeadSubmitted")},
     "HardStopped": _on_hard_stop,
     "PromptQueued": _on_prompt_queued,
     "PromptCompleted": _on_prompt_completed,
