@@ -463,6 +463,33 @@ def test_a_restart_while_the_guard_continuation_is_pending_drops_the_attempt() -
     assert any(isinstance(c, at.Persist) for c in commands)  # the turn goes on: its answer saved
 
 
+def test_the_cli_send_passes_its_idempotency_key(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: pathlib.Path) -> None:
+    """``send ... --key K`` hands K to DBOS (a retried command then delivers its input once);
+    without ``--key`` none is passed, as before."""
+    from examples.durable import cli
+
+    sent: list[tuple[str, Json, str | None]] = []
+
+    class RecordingClient:
+        def __init__(self, url: str) -> None:
+            assert url.startswith("sqlite:///")
+
+        def send(self, session: str, message: Json, key: str | None = None) -> None:
+            sent.append((session, message, key))
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setenv("AGENTTURN_DURABLE_DIR", str(tmp_path))
+    monkeypatch.setenv("AGENTTURN_DBOS_URL", "")
+    monkeypatch.setattr(engine, "Client", RecordingClient)
+    assert cli.main(["send", "s1", "prompt", "Create calc.py", "--key", "ui-42"]) == 0
+    assert cli.main(["send", "s1", "allow", "w1"]) == 0
+    assert sent == [("s1", {"kind": "prompt", "text": "Create calc.py"}, "ui-42"),
+                    ("s1", {"kind": "permission", "call_id": "w1", "decision": "allow"}, None)]
+
+
 def test_the_readme_demo_command_survives_its_kill(tmp_path: pathlib.Path) -> None:
     """``python -m examples.durable demo --kill-at tool:w1:renamed``: real worker processes; the
     first dies with w1's file renamed and its changelog line not yet written."""

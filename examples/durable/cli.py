@@ -160,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     send.add_argument("what", choices=["prompt", "lead", "allow", "deny", "cancel", "stop",
                                        "close"])
     send.add_argument("argument", nargs="?", default="")
+    send.add_argument("--key", help="an idempotency key: sending again with the same key (a "
+                                    "retried command) delivers the input once")
     show = commands.add_parser("show", help="print a session's transcript and status")
     show.add_argument("session")
     adopt = commands.add_parser("adopt", help="move a dead worker's sessions to another")
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 message["text"] = argument
             elif what in ("allow", "deny", "cancel"):
                 message = {"kind": "permission", "call_id": argument, "decision": what}
-            client.send(arguments.session, message)
+            client.send(arguments.session, message, key=arguments.key)
         elif arguments.command == "show":
             _show(data, arguments.session, client.status(arguments.session))
         else:
