@@ -214,9 +214,11 @@ def _compile(cls: type, kind: str, changing: tuple[str, ...] = ()) -> Callable[.
     """
     fields = attrs.fields(cls)
     setters = _slot_setters(cls)
-    unknown = set(changing) - {field.name for field in fields}
-    if unknown or len(set(changing)) != len(changing):
-        raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)} or a field twice")
+    unknown = sorted(set(changing) - {field.name for field in fields})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
+    if len(set(changing)) != len(changing):
+        raise TypeError(f"{cls.__name__}: a field is named twice in {changing!r}")
     draft = len(fields) >= DRAFT_FROM_FIELDS
     namespace: dict[str, Any] = {"_KEEP": object(), "_new": object.__new__, "_cls": cls,
                                  "_draft": _draft_class(cls) if draft else None}

@@ -171,7 +171,7 @@ def _to_guard(s: SessionState, event: object, out: _Out, **changes: Any) -> Sess
 def _apply_guard(s: SessionState, guard: g.GuardState, commands: _Out | tuple[Command, ...],
                  out: _Out, **changes: Any) -> SessionState:
     if changes:
-        s = _replace(s, guard=guard, **changes) if guard is not s.guard else _replace(s, **changes)
+        s = _replace(s, guard=guard, **changes)
     elif guard is not s.guard:
         s = _with_guard(s, guard)
     for command in commands:
@@ -211,7 +211,7 @@ def _apply_turn(s: SessionState, turn: turn_part.TurnState, commands: _Out, out:
                 **changes: Any) -> SessionState:
     """The second half of :func:`_to_turn`, for a handler that looked at the turn's step."""
     if changes:
-        s = _replace(s, turn=turn, **changes) if turn is not s.turn else _replace(s, **changes)
+        s = _replace(s, turn=turn, **changes)
     elif turn is not s.turn:
         s = _with_turn(s, turn)
     for command in commands:
