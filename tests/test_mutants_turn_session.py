@@ -9,6 +9,7 @@ back, the exact texts and reasons, and the particulars of a ``ProtocolError``.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
@@ -124,16 +125,23 @@ def test_an_object_that_is_no_agentturn_event_is_refused_with_its_particulars() 
                                      "an agentturn event")
 
 
-@pytest.mark.req("TL-3")
-def test_a_second_decision_for_a_decided_call_is_absorbed_and_says_so() -> None:
-    """A permission decision repeated for a call already allowed, whether that call still runs
-    or the next call now waits for its own decision, is absorbed with the exact reason "this
-    call was already decided" and changes nothing."""
+def _two_writes_awaiting_permission() -> Driver:
+    """A response of two calls that each need permission; the turn asks about ``w1``."""
     driver = Driver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("w1", "write_file", permission=True),
                                                       call("w2", "write_file", permission=True)])
     driver.ack()
+    assert driver.state.phase is at.TurnPhase.AWAITING_PERMISSION
+    return driver
+
+
+@pytest.mark.req("TL-3")
+def test_a_second_decision_for_a_decided_call_is_absorbed_and_says_so() -> None:
+    """A permission decision repeated for a call already allowed, whether that call still runs
+    or the next call now waits for its own decision, is absorbed with the exact reason "this
+    call was already decided" and changes nothing."""
+    driver = _two_writes_awaiting_permission()
     allow = at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW)
     notice = at.StaleAnswerIgnored(event="PermissionDecided", answer_id="w1",
                                    reason="this call was already decided")
@@ -190,19 +198,165 @@ def test_calls_owed_after_a_failed_final_write_keep_their_reason() -> None:
         ("c3", ToolResultStatus.CANCELLED, STOPPED)]
 
 
+@pytest.mark.req("TL-3")
+def test_a_decision_for_a_call_not_asked_about_yet_is_refused_while_a_tool_runs() -> None:
+    """While the allowed ``w1`` runs, a decision for ``w2`` answers a question the turn has not
+    asked: misuse, refused as an event the phase does not take, and nothing changes. Only the
+    running call counts as decided (kills ``next_call + 2`` in ``_late_answer``)."""
+    driver = _two_writes_awaiting_permission()
+    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW))
+    running = driver.state
+    early = at.PermissionDecided(call_id="w2", decision=at.PermissionDecision.ALLOW)
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        driver.send(early)
+    assert refused(raised.value)[:4] == (at.UnexpectedEvent, "turn", "RUNNING_TOOL", early)
+    assert driver.state is running
+
+
+@pytest.mark.req("TL-3")
+def test_a_denied_call_is_recorded_under_its_id_with_the_exact_reason() -> None:
+    """Deny: the call is saved DENIED under its own id and name, with no output and exactly
+    "Denied: the user did not allow this call." (kills ``call_id=None``, the dropped and the
+    upper-cased reason)."""
+    driver = _two_writes_awaiting_permission()
+    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.DENY))
+    assert [(r.call_id, r.name, r.status, r.output, r.reason) for r in results(driver)] == [
+        ("w1", "write_file", ToolResultStatus.DENIED, "",
+         "Denied: the user did not allow this call.")]
+
+
+@pytest.mark.req("TL-4")
+def test_a_tool_result_the_turn_does_not_wait_for_is_refused_with_what_it_waits_on() -> None:
+    """A result naming another call while ``c1`` runs, and a result after Stop while only a
+    write is in flight: ``UnknownId`` from the turn with the exact text of what it waits on."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
+    driver.ack()
+    wrong = at.ToolFinished(call_id="c2", output="x")
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(wrong)
+    assert refused(raised.value) == (at.UnknownId, "turn", "RUNNING_TOOL", wrong,
+                                     "the result of the running call 'c1'")
+    driver.send(at.ToolFinished(call_id="c1", output="done"), at.StopPressed())
+    again = at.ToolFinished(call_id="c1", output="again")
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(again)
+    assert refused(raised.value) == (at.UnknownId, "turn", "ENDING", again,
+                                     "the result of the running call")
+
+
+@pytest.mark.req("TL-6", "TL-10")
+def test_a_second_malformed_response_ends_the_turn_with_its_raw_finish_reason() -> None:
+    """Two malformed responses in a row: the turn ends MALFORMED_TOOL_FORMAT, and the outcome
+    carries the second response's finish reason unchanged, as its record does (kills
+    ``finish_reason=None`` in that outcome)."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("m1")], malformed=True)
+    driver.ack()
+    driver.ack()
+    driver.open()
+    driver.respond(finish_reason="tool_calls", calls=[call("m2")], malformed=True)
+    while not driver.of(at.EndTurn):
+        driver.ack()
+    [end] = driver.of(at.EndTurn)
+    [response] = [r for p in driver.of(at.Persist) for r in p.records
+                  if isinstance(r, at.ResponseRecord) and r.request_id == "t1/r2"]
+    assert end.outcome.kind is at.OutcomeKind.MALFORMED_TOOL_FORMAT
+    assert end.outcome.finish_reason == response.finish_reason
+    assert end.outcome.finish_reason.raw == "tool_calls"
+
+
+@pytest.mark.req("TL-11", "LD-1")
+def test_a_continued_turn_takes_lead_instructions_again() -> None:
+    """The end of a turn closes Lead admission; ``ContinueTurn`` reopens it, so an instruction
+    sent while the continued turn runs is saved, not refused."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.send(at.StreamFailed(request_id="t1/r1", error="reset"),
+                at.ContinueTurn(turn_id="t1"))
+    assert driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs")) == (
+        at.LeadAccepted(lead_id="l1"),
+        at.SaveLead(lead_id="l1", record=at.UserMessageRecord(message_id="l1", text="use tabs")))
+
+
+@pytest.mark.req("TL-5")
+def test_a_new_prompt_forgets_the_calls_of_the_turn_it_did_not_continue() -> None:
+    """A turn ends on a failed write with ``c2`` unstarted; the next prompt's write records
+    ``c2`` as not continued. Stop while that write is out then ends the new turn at once: the
+    old calls are not recorded a second time."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
+    driver.ack()
+    driver.send(at.ToolFinished(call_id="c1", output="done"))
+    failing = driver.last(at.Persist)
+    driver.send(at.PersistFailed(key=failing.key, reason="disk full"),  # type: ignore[attr-defined]
+                at.PromptSubmitted(turn_id="t2", message_id="m2", text="next"),
+                at.StopPressed())
+    assert [type(command) for command in driver.ack()] == [at.EndTurn]
+
+
+def turn_shape_problems(state: at.TurnState) -> list[str]:
+    """What breaks the documented shape of a turn state: a field of the wrong type, or records
+    in ``batch`` ("the records of the write in flight") with no write in flight and no failed
+    write kept for ``ContinueTurn``."""
+    problems = field_type_problems(state)
+    if state.batch and not state.persisting and state.resume_phase is None:
+        problems.append(f"batch {state.batch!r} kept with no write in flight")
+    return problems
+
+
+class CheckedDriver(Driver):
+    """The turn driver, checking the turn's shape after every single step."""
+
+    def send(self, *events: at.Event) -> tuple[at.Command, ...]:
+        commands: list[at.Command] = []
+        for event in events:
+            commands.extend(super().send(event))
+            assert not turn_shape_problems(self.state), (event, turn_shape_problems(self.state))
+        return tuple(commands)
+
+
+@pytest.mark.req("TL-5", "LD-13")
+def test_a_final_write_acknowledged_while_a_lead_save_holds_the_end_leaves_no_batch() -> None:
+    """Stop while ``c1`` runs and a Lead instruction is still being saved: the final write
+    records ``c1`` and the unstarted ``c2``; once it is acknowledged the turn waits for the
+    save with no write in flight and an empty ``batch``, then ends, ``persisting`` a bool
+    throughout (kills ``persisting=None`` and the kept ``batch`` in ``_on_persisted``)."""
+    driver = CheckedDriver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
+    driver.ack()
+    driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
+                at.StopPressed(), at.ToolFinished(call_id="c1", output="half", cancelled=True))
+    driver.ack()
+    assert driver.state.phase is at.TurnPhase.ENDING and not driver.of(at.EndTurn)
+    driver.send(at.LeadSaved(lead_id="l1"))
+    assert [end.outcome.kind for end in driver.of(at.EndTurn)] == [at.OutcomeKind.CANCELLED]
+
+
 # --- the session: its state keeps its documented shape -------------------------------------------
 
 PROMPT = at.PromptSubmitted(turn_id="t1", message_id="m1", text="Port the parser")
 
 
+def field_type_problems(state: Any) -> list[str]:
+    """Each ``str``, ``bool``, ``int`` or enum field of a state that holds another type."""
+    kind = type(state)
+    # Resolved here, so the check never depends on whether another test resolved them first.
+    attrs.resolve_types(kind)
+    return [f"{field.name}={getattr(state, field.name)!r} is not {field.type}"
+            for field in attrs.fields(kind)
+            if isinstance(field.type, type)
+            and (field.type in (str, bool, int) or issubclass(field.type, enum.Enum))
+            and type(getattr(state, field.name)) is not field.type]
+
+
 def session_shape_problems(state: se.SessionState) -> list[str]:
     """What breaks the documented shape of a session state (an empty list when nothing does)."""
-    # Resolved here, so the check never depends on whether another test resolved them first.
-    attrs.resolve_types(se.SessionState)
-    problems = [f"{field.name}={getattr(state, field.name)!r} is not {field.type}"
-                for field in attrs.fields(se.SessionState)
-                if field.type in (str, bool, int)
-                and type(getattr(state, field.name)) is not field.type]
+    problems = field_type_problems(state)
     phase = state.phase
     if bool(state.drain_id) != (phase is se.SessionPhase.DRAINING):
         problems.append(f"drain in flight {state.drain_id!r} in {phase.name}")
@@ -210,6 +364,10 @@ def session_shape_problems(state: se.SessionState) -> list[str]:
         problems.append(f"Stop-hook run in flight {state.hook_run!r} in {phase.name}")
     if state.automatic and phase is not se.SessionPhase.IDLE and state.hook_blocks:
         problems.append(f"an automatic turn counts {state.hook_blocks} Stop-hook block(s)")
+    turn = state.turn
+    if state.todo_call and not (turn.tool_in_flight
+                                and turn.calls[turn.next_call].call_id == state.todo_call):
+        problems.append(f"todo call {state.todo_call!r} kept while it does not run")
     return problems
 
 
@@ -277,7 +435,26 @@ def _third_guard_stream_withheld() -> CheckedHost:
     return host
 
 
+def _hooks_yield_to_a_queued_prompt_with_a_lead_saved() -> CheckedHost:
+    """The hooks let a stop through while a complete prompt is queued: SO-2's order, no
+    continuation; a Lead instruction saved while they ran makes the turn go on with it."""
+    host = CheckedHost(stop_hooks=True)
+    host.responses.append(say("Done."))
+    host.hooks = lambda c: None  # the hooks answer later
+    host.send(PROMPT)
+    [run] = host.commands(se.RunStopHooks)
+    host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
+              se.PromptQueued(prompt_id="q1", message_id="mq", text="queued"),
+              se.StopHookDecided(run_id=run.run_id, block=False))
+    assert host.state.continuation is se.Continuation.NONE
+    assert host.user_messages()[-1] == "use tabs"
+    return host
+
+
 SESSION_SCRIPTS = {
+    "closed while the prompt is saved": lambda: CheckedHost().send(PROMPT, se.CloseRequested()),
+    "stopped while the prompt is saved": lambda: CheckedHost().send(PROMPT, at.StopPressed()),
+    "hooks yield to a queued prompt": _hooks_yield_to_a_queued_prompt_with_a_lead_saved,
     "hard stop while draining": _drain_held_then_hard_stop,
     "hooks block up to the cap": _hooks_block_then_cap,
     "automatic turn after hook blocks": _automatic_after_hook_blocks,
@@ -289,11 +466,14 @@ SESSION_SCRIPTS = {
 @pytest.mark.req("SO-1", "SO-6", "SG-B5", "BG-4")
 @pytest.mark.parametrize("script", list(SESSION_SCRIPTS), ids=str)
 def test_every_session_state_keeps_its_documented_shape(script: str) -> None:
-    """After every step: each ``str``/``bool``/``int`` field holds that type; a drain id is
-    kept only while the session drains (``DRAINING``) and a Stop-hook run id only while the
+    """After every step: each ``str``/``bool``/``int``/enum field holds that type; a drain id
+    is kept only while the session drains (``DRAINING``) and a Stop-hook run id only while the
     hooks run (``HOOKS``); an automatic turn has had no Stop-hook block. Kills the mutants that
     leave ``drain_id`` set after a drain's answer or a hard stop, set ``withheld_request`` to
-    ``None``, or start an automatic turn with a Stop-hook block counted."""
+    ``None``, start an automatic turn with a Stop-hook block counted, set a ``hook_run`` on
+    Stop or when closing, store a ``None`` continuation at a turn's end or when yielding to a
+    queued prompt, or keep the todo call once its result is handed over (its doc: "the
+    todo-write call running now")."""
     SESSION_SCRIPTS[script]()
 
 
@@ -439,19 +619,64 @@ REFUSALS: dict[str, tuple[at.Event, str]] = {
                     "the answer of a Stop-hook run this session asked for"),
     "prompt completed": (se.PromptCompleted(prompt_id="q9"), "a queued prompt's id"),
     "timer": (se.TimerFired(key="t1/drain-1"), "a timer this session started"),
+    "drain reply": (se.MidTurnDrained(drain_id="t1/drain-1"),
+                    "the reply to a drain this session asked for"),
 }
 
 
 @pytest.mark.req("SO-6", "BR-1", "BR-3")
 @pytest.mark.parametrize("case", list(REFUSALS), ids=str)
 def test_an_answer_the_session_never_asked_for_is_refused_with_its_particulars(case: str) -> None:
-    """A Stop-hook answer (SO-6), a prompt completion (BR-1) or a drain timer (BR-3) the
-    session never issued: ``UnknownId`` from the session, naming the phase, the event and what
-    it waits on (kills ``part=None``, ``phase=None`` and ``expected=None``)."""
+    """A Stop-hook answer (SO-6), a prompt completion (BR-1), a drain timer or a drain reply
+    (BR-3) the session never issued: ``UnknownId`` from the session, naming the phase, the
+    event and what it waits on (kills ``part=None``, ``phase=None``, ``expected=None`` and the
+    upper-cased drain text)."""
     event, expected = REFUSALS[case]
     with pytest.raises(at.UnknownId) as raised:
         se.reduce(Host().state, event)
     assert refused(raised.value) == (at.UnknownId, "session", "IDLE", event, expected)
+
+
+def test_an_event_the_session_does_not_take_is_refused_with_its_particulars() -> None:
+    """An object that is no session event, and a prompt while a turn runs: ``UnexpectedEvent``
+    from the session with the exact part, phase and event; the first expects exactly "a session
+    event", the second names what the phase takes instead (kills the upper-cased part and the
+    type check that no longer looks at the event). STYLE 6: host misuse has no requirement ID."""
+    stranger = object()
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        se.reduce(Host().state, stranger)
+    assert refused(raised.value) == (at.UnexpectedEvent, "session", "IDLE", stranger,
+                                     "a session event")
+    host = Host()
+    host.send(PROMPT)  # no response scripted: the turn runs
+    second = at.PromptSubmitted(turn_id="t2", message_id="m2", text="more")
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        se.reduce(host.state, second)
+    assert refused(raised.value)[:4] == (at.UnexpectedEvent, "session", "TURN", second)
+    assert raised.value.expected.startswith("one of ")
+    assert "PromptQueued" in raised.value.expected
+
+
+@pytest.mark.req("BR-3")
+def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
+    """The drain of an armed chain's stop times out and the guard's continuation runs, so that
+    drain's reply is awaited as late. A reply naming another drain, with no messages, is
+    absorbed with exactly "the drain is no longer awaited" and leaves the late one awaited: its
+    messages, when they come, still join the running turn as Lead instructions (kills ``or``
+    for ``and`` in ``_on_drained`` and the altered reason)."""
+    host = armed(Host())
+    host.drain = lambda c: None  # the drain is never answered in time
+    host.send(PROMPT)
+    host.send(se.TimerFired(key="t1/drain-1"))
+    assert host.state.late_drain == "t1/drain-1"
+    assert host.state.guard.phase is g.GuardPhase.CONTINUING
+    assert host.send(se.MidTurnDrained(drain_id="t0/drain-1")) == [
+        at.StaleAnswerIgnored(event="MidTurnDrained", answer_id="t0/drain-1",
+                              reason="the drain is no longer awaited")]
+    assert host.state.late_drain == "t1/drain-1"
+    host.send(se.MidTurnDrained(drain_id="t1/drain-1", messages=("late",)))
+    assert host.user_messages()[-1] == "late"
+    assert not host.commands(se.RestoreMidTurnMessages)
 
 
 # --- the session: Stop hooks and trust -----------------------------------------------------------
@@ -476,6 +701,43 @@ def test_a_hook_continuation_with_a_prompt_queued_is_counted_as_a_hook_call() ->
     host.send()
     assert host.state.usage == se.Usage(model_calls=4, guard_calls=0, hook_calls=1)
     assert host.user_messages()[-1] == "queued"
+
+
+@pytest.mark.req("SO-6", "SO-1")
+def test_the_stop_hook_cap_ends_the_streak_for_a_turn_that_goes_on_with_lead() -> None:
+    """With a cap of one block, the hooks block twice in a row: the second is the cap (one
+    ``Warn``), but a Lead instruction saved while they ran makes the turn go on with it. The cap
+    ended the streak, so at the next stop a block is the first of a new streak: its reason is
+    the continuation, and no second warning comes (kills the kept ``hook_blocks``)."""
+    host = Host(stop_hooks=True, stop_hook_cap=1)
+    host.responses.extend([say("One."), say("Two."), say("Three."), say("Four.")])
+    host.hooks = lambda c: None  # each run is answered by the test
+    host.send(PROMPT)
+    block = se.StopHookDecided(run_id="t1/hooks-1", block=True, reason="Tests fail.")
+    host.send(block)
+    host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
+              attrs.evolve(block, run_id="t1/hooks-2"))
+    host.send(attrs.evolve(block, run_id="t1/hooks-3"))
+    assert [w.text for w in host.commands(se.Warn)] == [
+        "The Stop hook blocked 1 times in a row; the turn ends here."]
+    assert host.user_messages() == ["Port the parser", "Tests fail.", "use tabs", "Tests fail."]
+
+
+@pytest.mark.req("SG-S1", "SG-B3", "TL-2")
+def test_a_guard_continuation_rejected_by_the_token_limit_suspends_the_chain_unconsumed() -> None:
+    """The guard's continuation request is rejected as over the token limit before a stream
+    opens: the turn ends TOKEN_LIMIT, the guard hears the stream was not opened for that reason
+    (no attempt consumed, nothing published) and suspends the chain."""
+    host = armed(Host())
+    host.send(PROMPT)
+    request = host.commands(at.RequestModelStream)[-1]
+    assert host.held == [request] and host.state.guard_request == request.request_id
+    host.send(at.TokenLimitRejected(request_id=request.request_id, reason="too long"))
+    assert host.outcomes() == [at.OutcomeKind.TOKEN_LIMIT]
+    assert host.state.guard.phase is g.GuardPhase.SUSPENDED
+    assert host.state.guard.attempts == 0
+    assert not host.published(se.EntryKind.GUARD_CHUNK)
+    assert host.state.usage.guard_calls == 0
 
 
 @pytest.mark.req("SG-A12", "SG-A14")
