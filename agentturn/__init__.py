@@ -23,7 +23,7 @@ from . import lead, titles
 from ._base import AwaitingCommand, Command, Event, FieldError, Notice, State, Step
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
-from .errors import ProtocolError, UnexpectedEvent, UnknownId
+from .errors import ProtocolError, UnexpectedEvent, UnknownId, WrongState
 from .events import *  # noqa: F403
 from .events import __all__ as _events_all
 from .lead import LEAD_GRAPH, MAX_LEAD_BYTES, MAX_PENDING, LeadQueue
@@ -85,6 +85,7 @@ __all__ = [
     "TurnState",
     "UnexpectedEvent",
     "UnknownId",
+    "WrongState",
     "__version__",
     "guard",
     "lead",

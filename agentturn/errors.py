@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ProtocolError", "UnexpectedEvent", "UnknownId"]
+__all__ = ["ProtocolError", "UnexpectedEvent", "UnknownId", "WrongState", "check_state"]
 
 
 class ProtocolError(Exception):
@@ -43,3 +43,15 @@ class UnexpectedEvent(ProtocolError):
 
 class UnknownId(ProtocolError):
     """The event names a request, tool call, record or instruction the reducer is not waiting on."""
+
+
+class WrongState(ProtocolError):
+    """The state handed to a reducer is not that reducer's state (``None``, another part's)."""
+
+
+def check_state(part: str, state: object, kind: type, event: object) -> None:
+    """Raise :class:`WrongState` unless ``state`` is a ``kind``: a reducer's first line, so a
+    host that passes the wrong object gets a ``ProtocolError``, never an ``AttributeError``."""
+    if not isinstance(state, kind):
+        raise WrongState(part=part, phase=f"<not a {kind.__name__}: {type(state).__name__}>",
+                         event=event, expected=f"a {kind.__name__} as the state")

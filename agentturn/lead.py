@@ -51,7 +51,7 @@ from .commands import (
     SaveLead,
     StaleAnswerIgnored,
 )
-from .errors import UnknownId
+from .errors import UnknownId, check_state
 from .events import LeadSaved, LeadSaveFailed, LeadSubmitted
 from .phases import PhaseGraph
 from .records import UserMessageRecord
@@ -227,6 +227,7 @@ def _saving_index(queue: LeadQueue, event: LeadSaved | LeadSaveFailed) -> int | 
 
 def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) -> Step[LeadQueue]:
     """Admit, refuse, or record the save of one Lead instruction."""
+    check_state("lead", queue, LeadQueue, event)
     LEAD_GRAPH.check(queue.admission, event)
     if isinstance(event, LeadSubmitted):
         refusal = _admission_refusal(queue, event)

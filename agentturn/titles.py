@@ -37,7 +37,7 @@ import attrs
 
 from ._base import Command, FieldError, State, Step, replacer
 from .commands import RequestTitle, SetTitle, StaleAnswerIgnored
-from .errors import UnknownId
+from .errors import UnknownId, check_state
 from .events import AutoTitlePreferenceChanged, ManualRename, TitleFailed, TitleGenerated
 from .phases import PhaseGraph
 
@@ -202,6 +202,7 @@ def reduce(
     Raises :class:`~agentturn.UnknownId` (changing nothing) for a naming result whose request id
     this chat never issued.
     """
+    check_state("titles", state, TitleState, event)
     TITLE_GRAPH.check(state.phase, event)
     if isinstance(event, AutoTitlePreferenceChanged):
         return Step(_replace(state, enabled=event.enabled))

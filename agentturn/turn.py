@@ -87,7 +87,7 @@ from .commands import (
     SaveLead,
     StaleAnswerIgnored,
 )
-from .errors import UnexpectedEvent, UnknownId
+from .errors import UnexpectedEvent, UnknownId, check_state
 from .events import (
     AutoTitlePreferenceChanged,
     ClientDisconnected,
@@ -319,6 +319,11 @@ def _unknown(state: TurnState, event: object, expected: str) -> UnknownId:
 
 
 def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> TurnState:
+    if event.turn_id == state.turn_id:
+        # Request ids and write keys derive from the turn id: reused, an old request's late
+        # answer could not be told from the new one's.
+        raise UnknownId(part="turn", phase=state.phase.name, event=event,
+                        expected=f"a new turn id (the last turn was {state.turn_id!r})")
     # A previous turn that ended with a resumable error and was not continued still owes its
     # unsaved records and a result for each of its unstarted calls: they go first, in the same
     # write as the new prompt, so nothing is lost and every call ends with one record.
@@ -541,22 +546,25 @@ def _on_stop(state: TurnState, event: StopPressed | HaltTurn, out: _Commands) ->
     phase = state.phase
     if phase is P.IDLE or phase is P.ENDING:
         return state  # nothing runs, or the turn already ends: a second Stop changes nothing
+    if isinstance(event, HaltTurn):
+        outcome = _outcome(state, OutcomeKind.HALTED, event.reason)
+    else:
+        outcome = _outcome(state, OutcomeKind.CANCELLED, "Stopped by the user.")
     if phase is P.AWAITING_STREAM or phase is P.STREAMING:
         out.append(CancelStream(request_id=state.request_id))
         state = _replace(state, cancelled_requests=state.remember(state.cancelled_requests,
                                                                    state.request_id))
     elif phase is P.AWAITING_PERMISSION:
-        out.append(DismissPermission(call_id=_current_call_id(state),
-                                     recorded_as=ToolResultStatus.CANCELLED))
+        # The notice says what the record the end writes for this call will say.
+        recorded_as, _ = _SKIP_REASONS.get(outcome.kind, _ENDED_OTHERWISE)
+        out.append(DismissPermission(call_id=_current_call_id(state), recorded_as=recorded_as))
         state = _replace(state, dismissed_calls=state.remember(state.dismissed_calls,
                                                                _current_call_id(state)))
     elif phase is P.RUNNING_TOOL:
         # TL-8: Stop is the user's explicit cancel; the tool reports what it did (LD-10 is about
         # Lead, which never cancels).
         out.append(CancelTool(call_id=_current_call_id(state)))
-    if isinstance(event, HaltTurn):
-        return _finalize(state, out, _outcome(state, OutcomeKind.HALTED, event.reason))
-    return _finalize(state, out, _outcome(state, OutcomeKind.CANCELLED, "Stopped by the user."))
+    return _finalize(state, out, outcome)
 
 
 def _on_stop_decided(state: TurnState, event: NaturalStopDecided, out: _Commands) -> TurnState:
@@ -659,6 +667,8 @@ def reduce(state: TurnState, event: object) -> Step[TurnState]:
     acceptable in the current phase or names a request, call, write or instruction the turn is
     not waiting on.
     """
+    if type(state) is not TurnState:
+        check_state("turn", state, TurnState, event)
     out: _Commands = []
     new_state = reduce_into(state, event, out)
     return new_step(state=new_state, commands=tuple(out))

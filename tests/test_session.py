@@ -330,7 +330,11 @@ def test_grace_expiry_halts_the_turn_and_never_approves() -> None:
         key="grace", seconds=10.0)
     commands = host.send(se.TimerFired(key="grace"))
     assert not host.commands(at.ExecuteTool)
-    assert at.DismissPermission(call_id="w1", recorded_as=at.ToolResultStatus.CANCELLED) in commands
+    # the dialog is dismissed, and the notice says what the record written for the call says
+    assert at.DismissPermission(call_id="w1", recorded_as=at.ToolResultStatus.SKIPPED) in commands
+    assert [(r.call_id, r.status, r.reason) for c in commands if isinstance(c, at.Persist)
+            for r in c.records] == [("w1", at.ToolResultStatus.SKIPPED,
+                                     "Not run: the turn ended first.")]
     assert host.outcomes() == [at.OutcomeKind.HALTED]
     assert se.PromptRefused(prompt_id="q1", text="after",
                             reason="the session closed before this prompt ran") in commands

@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 
 from .._base import Command, Step, Value, new_step, replacer
-from ..errors import UnexpectedEvent
+from ..errors import UnexpectedEvent, check_state
 from .envelope import parse_todo_envelope
 from .state import GUARD_GRAPH, GuardPhase, GuardState, LoopOwner
 from .texts import MAX_ATTEMPTS, GuardChunkMeta, continuation_text, exhaustion_text
@@ -514,6 +514,7 @@ def reduce(state: GuardState, event: object) -> Step[GuardState]:
     After the step's own commands comes the one release rule: if the guard held automatic turns
     before the step and no longer does, one :class:`ReleaseAutomaticQueues` is appended.
     """
+    check_state("guard", state, GuardState, event)
     out: _Commands = []
     new_state = reduce_into(state, event, out)
     return new_step(state=new_state, commands=tuple(out))

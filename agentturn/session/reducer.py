@@ -58,7 +58,7 @@ from ..commands import (
     ReturnDraft,
     StaleAnswerIgnored,
 )
-from ..errors import UnexpectedEvent, UnknownId
+from ..errors import UnexpectedEvent, UnknownId, check_state
 from ..events import (
     ClientDisconnected,
     CompactionFailed,
@@ -379,8 +379,10 @@ def _turn_ended(s: SessionState, end: EndTurn, out: _Out) -> SessionState:
         # saved, say): nothing was consumed; an error pauses for a retry (SG-S2, SG-B3).
         s = _to_guard(s, g.RequestErrored(kind=g.ErrorKind.API) if end.outcome.resumable
                       else g.GuardStreamNotOpened(reason=g.NotOpenedReason.CANCELLED), out)
+    # A drain that timed out belongs to this turn: a late reply after it ended is handed back
+    # to the client (BR-3), never joined to the next turn as its Lead.
     s = _replace(s, continuation=Continuation.NONE, guard_request="", hook_request="",
-                 withheld_request="", todo_call="", drain_id="", hook_run="",
+                 withheld_request="", todo_call="", drain_id="", late_drain="", hook_run="",
                  fifo_priority=False)
     s = _to_guard(s, g.ForegroundPromptSettled(turn_id=end.turn_id, errored=errored), out)
     s = _publish(s, EntryKind.TURN_ENDED, end.turn_id, end.outcome.message, None, out)
@@ -621,13 +623,20 @@ def _on_prompt_completed(s: SessionState, event: PromptCompleted, out: _Out) -> 
 
 
 def _on_prompt_aborted(s: SessionState, event: PromptAborted, out: _Out) -> SessionState:
-    if fifo.find(s.fifo, event.prompt_id) is None:
+    if fifo.find(s.fifo, event.prompt_id) is not None:
+        s = _replace(s, fifo=fifo.abort(s.fifo, event.prompt_id))
+        # SO-3, SO-4: the last complete queued prompt gone: the awaiting chain ends for good.
+        last = not fifo.has_queued_prompt(s.fifo)
+    elif (s.guard.phase is g.GuardPhase.AWAITING_PROMPT
+          and not fifo.has_queued_prompt(s.fifo)):
+        # The chain awaits a prompt only the client holds (its drain reply said
+        # hasQueuedPrompt): the host says so when the client's last queued prompt is aborted,
+        # "the bridge explicitly tells the live Session to terminate the awaiting guard".
+        last = True
+    else:
         out.append(StaleAnswerIgnored(event="PromptAborted", answer_id=event.prompt_id,
                                       reason="this prompt is not queued (started or aborted)"))
         return s
-    s = _replace(s, fifo=fifo.abort(s.fifo, event.prompt_id))
-    # SO-3, SO-4: the last complete queued prompt gone: the awaiting chain ends for good.
-    last = not fifo.has_queued_prompt(s.fifo)
     s = _to_guard(s, g.QueuedPromptAborted(last=last), out)
     if last:
         s = _replace(s, fifo_priority=False)
@@ -659,14 +668,20 @@ def _on_drained(s: SessionState, event: MidTurnDrained, out: _Out) -> SessionSta
     if s.phase is P.DRAINING and event.drain_id == s.drain_id:
         out.append(CancelTimer(key=event.drain_id))
         queued = bool(event.has_queued_prompt) or fifo.has_queued_prompt(s.fifo)  # BR-1, BR-2
-        return _after_drain(s, event.messages, queued, out)
+        return _after_drain(_replace(s, answered_drain=event.drain_id), event.messages, queued,
+                            out)
     if event.drain_id == s.late_drain and s.late_drain:
         # BR-3: the messages come back; the queued-prompt snapshot is stale and discarded.
-        s = _replace(s, late_drain="")
+        s = _replace(s, late_drain="", answered_drain=event.drain_id)
         if event.messages and lead_queue.is_offered(s.turn.lead):
             return _submit_messages(s, event.drain_id, event.messages, out)
         if event.messages:
             out.append(RestoreMidTurnMessages(drain_id=event.drain_id, messages=event.messages))
+        return s
+    if event.drain_id == s.answered_drain and s.answered_drain:
+        # A second copy of a reply already taken (a transport that delivers at least once):
+        # its messages reached the turn or the client already.
+        _stale(event, event.drain_id, "this drain's reply was already taken", out)
         return s
     if _issued(s, event.drain_id, "drain"):
         if event.messages:  # nothing drained is ever dropped
@@ -899,6 +914,8 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
     Raises a :class:`~agentturn.ProtocolError` (and changes nothing) when the event is not
     acceptable in the session's phase, or any part refuses it.
     """
+    if type(state) is not SessionState:
+        check_state("session", state, SessionState, event)
     handler = _ROUTES.get((state.phase._name_, type(event)))
     if handler is None:
         if _TYPES.get(type(event).__name__) is not type(event):

@@ -246,6 +246,9 @@ class SessionState(State):
     #: The drain in flight, and the last one that timed out (its late reply restores, BR-3).
     drain_id: str = ""
     late_drain: str = ""
+    #: The last drain whose reply was taken: a second copy of that reply is stale (its
+    #: messages were saved or handed back already).
+    answered_drain: str = ""
     #: The Stop-hook run in flight.
     hook_run: str = ""
     #: Consecutive Stop-hook blocks (SO-6).
