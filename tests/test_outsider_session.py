@@ -750,9 +750,9 @@ def test_text_sent_to_a_closed_session_is_never_swallowed() -> None:
     host = closed_host()
     cmds = host.send(at.LeadSubmitted(chat_id="chat-1", lead_id="L9", text="after close"))
     assert [c.draft for c in of(cmds, at.ReturnDraft)] == ["after close"]
-    # Judgment: a prompt racing the close is a ProtocolError, not a PromptRefused; the host
-    # still holds its text because the state did not change.
-    host.refused(s.PromptQueued(prompt_id="q9", message_id="m", text="after close"))
+    # A prompt racing the close comes back with its text (not an error).
+    assert host.send(s.PromptQueued(prompt_id="q9", message_id="m", text="after close")) == (
+        s.PromptRefused(prompt_id="q9", text="after close", reason="the session is closed"),)
     for harmless in (at.StopPressed(), s.CloseRequested()):
         assert not [c for c in host.send(harmless) if not isinstance(c, at.StaleAnswerIgnored)]
 
@@ -1009,7 +1009,9 @@ def test_grace_expiry_halts_the_turn_and_hands_queued_prompts_back() -> None:
     cmds += host.ack_persists()
     assert ends(cmds)[0].outcome.kind is at.OutcomeKind.HALTED
     assert {c.prompt_id for c in of(cmds, s.PromptRefused)} == {"q1", "q2"}
-    assert of(cmds, s.CloseSession)
+    # the close says why, once the halted turn has ended
+    assert of(cmds, s.CloseSession) == [
+        s.CloseSession(reason="The client did not come back within the grace period.")]
     assert not of(host.all_commands(), at.ExecuteTool)
 
 

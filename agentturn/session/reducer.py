@@ -387,7 +387,7 @@ def _turn_ended(s: SessionState, end: EndTurn, out: _Out) -> SessionState:
     s = _to_guard(s, g.ForegroundPromptSettled(turn_id=end.turn_id, errored=errored), out)
     s = _publish(s, EntryKind.TURN_ENDED, end.turn_id, end.outcome.message, None, out)
     if s.phase is P.CLOSING:
-        return _close(s, "closed", out)
+        return _close(s, s.close_reason, out)
     # ``automatic`` stays as it was: a ContinueTurn continues the same kind of turn (BG-4).
     s = _replace(s, phase=P.IDLE)
     if s.config.daemon:
@@ -603,6 +603,11 @@ def _on_hard_stop(s: SessionState, event: HardStopped, out: _Out) -> SessionStat
 
 
 def _on_prompt_queued(s: SessionState, event: PromptQueued, out: _Out) -> SessionState:
+    if s.phase is P.CLOSING or s.phase is P.CLOSED:
+        out.append(PromptRefused(prompt_id=event.prompt_id, text=event.text,
+                                 reason="the session is closed" if s.phase is P.CLOSED
+                                 else "the session is closing"))
+        return s
     taken = fifo.find(s.fifo, event.prompt_id) is not None or event.prompt_id == s.turn.turn_id
     queue = None if taken else fifo.admit(s.fifo, fifo.QueuedPrompt(
         prompt_id=event.prompt_id, message_id=event.message_id, text=event.text,
@@ -812,7 +817,7 @@ def _terminate(s: SessionState, reason: str, kind: g.HardStopKind, out: _Out) ->
     if s.phase is P.DRAINING:
         out.append(CancelTimer(key=s.drain_id))
     s = _to_guard(s, g.HardStop(kind=kind), out)
-    s = _replace(s, phase=P.CLOSING, drain_id="", hook_run="")
+    s = _replace(s, phase=P.CLOSING, drain_id="", hook_run="", close_reason=reason)
     return _to_turn(s, HaltTurn(reason=reason), out)
 
 
@@ -825,7 +830,8 @@ def _close(s: SessionState, reason: str, out: _Out) -> SessionState:
         out.append(AutomaticTurnDropped(turn_id=held.turn_id, reason="the session closed"))
     out.append(CloseSession(reason=reason))
     return _replace(s, phase=P.CLOSED, fifo=(), deferred=bg.Deferred(
-        max_deferred=s.deferred.max_deferred), deferred_prompts=(), grace=False)
+        max_deferred=s.deferred.max_deferred), deferred_prompts=(), grace=False,
+        close_reason=reason)
 
 
 def _on_lead(s: SessionState, event: LeadSubmitted, out: _Out) -> SessionState:

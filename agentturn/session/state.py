@@ -106,6 +106,8 @@ SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
                        "AutomaticTurnDue", "ContinueTurn")],
         *[(name, [phase], [phase]) for name in ("PromptQueued", "AutomaticTurnDue")
           for phase in _RUNNING],
+        # a prompt racing the close comes back (PromptRefused), never an error
+        *[("PromptQueued", [phase], [phase]) for phase in (S.CLOSING, S.CLOSED)],
         # the turn family, while a turn runs or ends (its own table says the rest)
         *[(name, [S.TURN], [S.TURN, S.DRAINING, S.HOOKS, S.IDLE]) for name in TURN_EVENTS
           if name not in ("PromptSubmitted", "ContinueTurn")],
@@ -246,6 +248,8 @@ class SessionState(State):
     #: The drain in flight, and the last one that timed out (its late reply restores, BR-3).
     drain_id: str = ""
     late_drain: str = ""
+    #: Why the session is closing (``CloseSession`` says it once the running turn has ended).
+    close_reason: str = ""
     #: The last drain whose reply was taken: a second copy of that reply is stale (its
     #: messages were saved or handed back already).
     answered_drain: str = ""
