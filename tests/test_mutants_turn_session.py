@@ -1,15 +1,17 @@
-"""Behaviour a sampled mutation run of the turn and session reducers found unchecked.
+"""Behaviour sampled mutation runs of the turn and session reducers found unchecked.
 
-See benchmarks/EVIDENCE.md ("Item 5: mutation testing"): a uniform random sample of the mutants
-of ``agentturn/turn.py`` and ``agentturn/session/reducer.py`` was run, and each survivor either
-got a test here or was shown equivalent. Each test names the rule it pins and the surviving
-mutants it kills. They use the public API only: real events, the states and commands that come
-back, the exact texts and reasons, and the particulars of a ``ProtocolError``.
+See benchmarks/EVIDENCE.md ("Item 5: mutation testing"): three disjoint uniform random samples
+of the mutants of ``agentturn/turn.py`` and ``agentturn/session/reducer.py`` were run, and each
+survivor either got a test here or was shown equivalent. Each test names the rule it pins and
+the surviving mutants it kills. They use the public API only: real events, the states and
+commands that come back, the exact texts and reasons, and the particulars of a
+``ProtocolError``.
 """
 
 from __future__ import annotations
 
 import enum
+import typing
 from typing import Any
 
 import attrs
@@ -125,9 +127,9 @@ def test_an_object_that_is_no_agentturn_event_is_refused_with_its_particulars() 
                                      "an agentturn event")
 
 
-def _two_writes_awaiting_permission() -> Driver:
+def _two_writes_awaiting_permission(config: at.TurnConfig | None = None) -> Driver:
     """A response of two calls that each need permission; the turn asks about ``w1``."""
-    driver = Driver(no_titles())
+    driver = Driver(config or no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("w1", "write_file", permission=True),
                                                       call("w2", "write_file", permission=True)])
@@ -214,15 +216,52 @@ def test_a_decision_for_a_call_not_asked_about_yet_is_refused_while_a_tool_runs(
 
 
 @pytest.mark.req("TL-3")
-def test_a_denied_call_is_recorded_under_its_id_with_the_exact_reason() -> None:
-    """Deny: the call is saved DENIED under its own id and name, with no output and exactly
-    "Denied: the user did not allow this call." (kills ``call_id=None``, the dropped and the
-    upper-cased reason)."""
+def test_a_decision_for_a_call_never_asked_about_is_refused_naming_the_asked_call() -> None:
+    """A decision naming a call of no response, while the turn asks about ``w1``:
+    ``UnknownId`` expecting exactly "a decision for call 'w1'" (kills the text for a stream
+    event given instead)."""
     driver = _two_writes_awaiting_permission()
-    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.DENY))
+    stranger = at.PermissionDecided(call_id="zz", decision=at.PermissionDecision.ALLOW)
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(stranger)
+    assert refused(raised.value) == (at.UnknownId, "turn", "AWAITING_PERMISSION", stranger,
+                                     "a decision for call 'w1'")
+
+
+@pytest.mark.req("TL-3")
+def test_a_denied_call_is_recorded_under_its_id_with_the_exact_reason() -> None:
+    """Deny, twice: each call is saved DENIED under its own id and name, with no output and
+    exactly "Denied: the user did not allow this call.", the turn asks about each call once,
+    then sends the results to the model (kills ``call_id=None``, the dropped and the
+    upper-cased reason, and ``next_call - 1``)."""
+    driver = _two_writes_awaiting_permission()
+    for call_id in ("w1", "w2"):
+        driver.send(at.PermissionDecided(call_id=call_id, decision=at.PermissionDecision.DENY))
+        driver.ack()
     assert [(r.call_id, r.name, r.status, r.output, r.reason) for r in results(driver)] == [
-        ("w1", "write_file", ToolResultStatus.DENIED, "",
-         "Denied: the user did not allow this call.")]
+        (call_id, "write_file", ToolResultStatus.DENIED, "",
+         "Denied: the user did not allow this call.") for call_id in ("w1", "w2")]
+    assert [asked.call.call_id for asked in driver.of(at.AskPermission)] == ["w1", "w2"]
+    assert isinstance(driver.commands[-1], at.RequestModelStream)
+
+
+@pytest.mark.req("LD-12", "TL-5")
+def test_a_lead_that_supersedes_the_second_call_records_only_that_call() -> None:
+    """SUPERSEDE: ``w1`` ran; a Lead instruction saved while the turn asks about ``w2``
+    dismisses that dialog and records ``w2`` SUPERSEDED with the exact reason, and nothing
+    else: every call ends with exactly one result record (kills ``next_call - 1``, which
+    records ``w1`` and ``w2`` again as skipped)."""
+    driver = _two_writes_awaiting_permission(at.TurnConfig(
+        auto_title=False, lead_permission_policy=at.LeadPermissionPolicy.SUPERSEDE))
+    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW),
+                at.ToolFinished(call_id="w1", output="written"))
+    driver.ack()
+    driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="stop writing"),
+                at.LeadSaved(lead_id="l1"))
+    assert [(r.call_id, r.status, r.reason) for r in results(driver)] == [
+        ("w1", ToolResultStatus.EXECUTED, ""),
+        ("w2", ToolResultStatus.SUPERSEDED, "Superseded: the user sent a Lead instruction "
+                                            "while this call waited for permission.")]
 
 
 @pytest.mark.req("TL-4")
@@ -266,6 +305,35 @@ def test_a_second_malformed_response_ends_the_turn_with_its_raw_finish_reason() 
     assert end.outcome.kind is at.OutcomeKind.MALFORMED_TOOL_FORMAT
     assert end.outcome.finish_reason == response.finish_reason
     assert end.outcome.finish_reason.raw == "tool_calls"
+
+
+@pytest.mark.req("TL-9")
+def test_a_response_cut_without_tool_calls_ends_with_the_exact_sentence() -> None:
+    """A response cut at the output limit with no tool call: the outcome's message is the
+    sentence with the raw reason and a full stop, no count of calls (kills the count always
+    added)."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(text="cut", finish_reason="length")
+    driver.ack()
+    [end] = driver.of(at.EndTurn)
+    assert end.outcome.message == ("The response was cut at the engine's output limit "
+                                   "(finish reason 'length').")
+
+
+def test_a_stop_decision_for_another_request_is_refused_naming_the_awaited_one() -> None:
+    """A host that holds natural stops answers for a request that is not the one stopping:
+    ``UnknownId`` expecting exactly "the decision for the stop of 't1/r1'" (kills
+    ``expected=None``). STYLE 6: host misuse has no requirement ID."""
+    driver = Driver(at.TurnConfig(auto_title=False, hold_natural_stops=True))
+    driver.start()
+    driver.respond(text="Done.")
+    driver.ack()
+    wrong = at.NaturalStopDecided(request_id="t1/r9")
+    with pytest.raises(at.UnknownId) as raised:
+        driver.send(wrong)
+    assert refused(raised.value) == (at.UnknownId, "turn", "AWAITING_STOP_DECISION", wrong,
+                                     "the decision for the stop of 't1/r1'")
 
 
 @pytest.mark.req("TL-11", "LD-1")
@@ -320,18 +388,24 @@ class CheckedDriver(Driver):
 
 
 @pytest.mark.req("TL-5", "LD-13")
-def test_a_final_write_acknowledged_while_a_lead_save_holds_the_end_leaves_no_batch() -> None:
+@pytest.mark.parametrize("saved", [True, False], ids=["acknowledged", "failed"])
+def test_a_final_write_answered_while_a_lead_save_holds_the_end_leaves_no_batch(
+        saved: bool) -> None:
     """Stop while ``c1`` runs and a Lead instruction is still being saved: the final write
-    records ``c1`` and the unstarted ``c2``; once it is acknowledged the turn waits for the
-    save with no write in flight and an empty ``batch``, then ends, ``persisting`` a bool
-    throughout (kills ``persisting=None`` and the kept ``batch`` in ``_on_persisted``)."""
+    records ``c1`` and the unstarted ``c2``; once it is acknowledged, or has failed (its records
+    owed), the turn waits for the save with no write in flight and an empty ``batch``, then
+    ends, ``persisting`` a bool throughout (kills ``persisting=None`` and the kept ``batch`` in
+    ``_on_persisted``, and ``batch=None`` in ``_on_persist_failed``)."""
     driver = CheckedDriver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
     driver.ack()
     driver.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
                 at.StopPressed(), at.ToolFinished(call_id="c1", output="half", cancelled=True))
-    driver.ack()
+    final = driver.last(at.Persist)
+    driver.send(at.Persisted(key=final.key) if saved  # type: ignore[attr-defined]
+                else at.PersistFailed(key=final.key, reason="disk full"))  # type: ignore[attr-defined]
+    assert len(driver.state.owed) == (0 if saved else 2)
     assert driver.state.phase is at.TurnPhase.ENDING and not driver.of(at.EndTurn)
     driver.send(at.LeadSaved(lead_id="l1"))
     assert [end.outcome.kind for end in driver.of(at.EndTurn)] == [at.OutcomeKind.CANCELLED]
@@ -343,15 +417,18 @@ PROMPT = at.PromptSubmitted(turn_id="t1", message_id="m1", text="Port the parser
 
 
 def field_type_problems(state: Any) -> list[str]:
-    """Each ``str``, ``bool``, ``int`` or enum field of a state that holds another type."""
+    """Each ``str``, ``bool``, ``int``, enum or tuple field of a state that holds another type."""
     kind = type(state)
     # Resolved here, so the check never depends on whether another test resolved them first.
     attrs.resolve_types(kind)
-    return [f"{field.name}={getattr(state, field.name)!r} is not {field.type}"
-            for field in attrs.fields(kind)
-            if isinstance(field.type, type)
-            and (field.type in (str, bool, int) or issubclass(field.type, enum.Enum))
-            and type(getattr(state, field.name)) is not field.type]
+    problems = []
+    for field in attrs.fields(kind):
+        declared = typing.get_origin(field.type) or field.type
+        if (isinstance(declared, type)
+                and (declared in (str, bool, int, tuple) or issubclass(declared, enum.Enum))
+                and type(getattr(state, field.name)) is not declared):
+            problems.append(f"{field.name}={getattr(state, field.name)!r} is not {field.type}")
+    return problems
 
 
 def session_shape_problems(state: se.SessionState) -> list[str]:
@@ -368,6 +445,11 @@ def session_shape_problems(state: se.SessionState) -> list[str]:
     if state.todo_call and not (turn.tool_in_flight
                                 and turn.calls[turn.next_call].call_id == state.todo_call):
         problems.append(f"todo call {state.todo_call!r} kept while it does not run")
+    for name in ("guard_request", "hook_request", "withheld_request"):
+        request = getattr(state, name)
+        if request and (phase in (se.SessionPhase.IDLE, se.SessionPhase.CLOSED)
+                        or request != turn.request_id):
+            problems.append(f"{name}={request!r} is not the running turn's request")
     return problems
 
 
@@ -451,9 +533,27 @@ def _hooks_yield_to_a_queued_prompt_with_a_lead_saved() -> CheckedHost:
     return host
 
 
+def _hook_continuation_fails() -> CheckedHost:
+    """The hooks block the stop; the request of the hook's continuation fails before its stream
+    opens, so the turn ends on that error with the request attributed to the hook."""
+    host = CheckedHost(stop_hooks=True)
+    host.responses.append(say("Done."))
+    host.hooks = lambda c: se.StopHookDecided(run_id=c.run_id, block=True, reason="Tests fail.")
+    host.send(PROMPT)
+    request = host.commands(at.RequestModelStream)[-1]
+    assert host.state.hook_request == request.request_id
+    host.send(at.StreamFailed(request_id=request.request_id, error="reset"))
+    assert host.outcomes() == [at.OutcomeKind.ERROR]
+    return host
+
+
 SESSION_SCRIPTS = {
+    "a hook continuation's request fails": _hook_continuation_fails,
     "closed while the prompt is saved": lambda: CheckedHost().send(PROMPT, se.CloseRequested()),
     "stopped while the prompt is saved": lambda: CheckedHost().send(PROMPT, at.StopPressed()),
+    "the only queued prompt aborted": lambda: CheckedHost().send(
+        PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"),
+        se.PromptAborted(prompt_id="q1")),
     "hooks yield to a queued prompt": _hooks_yield_to_a_queued_prompt_with_a_lead_saved,
     "hard stop while draining": _drain_held_then_hard_stop,
     "hooks block up to the cap": _hooks_block_then_cap,
@@ -472,8 +572,11 @@ def test_every_session_state_keeps_its_documented_shape(script: str) -> None:
     leave ``drain_id`` set after a drain's answer or a hard stop, set ``withheld_request`` to
     ``None``, start an automatic turn with a Stop-hook block counted, set a ``hook_run`` on
     Stop or when closing, store a ``None`` continuation at a turn's end or when yielding to a
-    queued prompt, or keep the todo call once its result is handed over (its doc: "the
-    todo-write call running now")."""
+    queued prompt, or a ``None`` FIFO priority when the last queued prompt is aborted, or keep
+    the todo call once its result is handed over (its doc: "the todo-write call running
+    now"); a request is attributed to the guard, a hook or the withholding only while it is
+    the running turn's (kills a ``guard_request`` set by an ordinary stream, and a
+    ``hook_request`` kept after the turn ended)."""
     SESSION_SCRIPTS[script]()
 
 
@@ -585,6 +688,41 @@ def test_the_host_is_never_asked_to_cancel_the_request_it_was_not_sent() -> None
     assert host.state.withheld_request == ""
 
 
+@pytest.mark.req("OB-6")
+def test_a_response_is_published_under_its_request_id() -> None:
+    """The text of a completed response goes into the ring as a message chunk under the id of
+    its request, not the chat's (kills ``message_id=None``)."""
+    host = Host()
+    host.responses.append(say("Done."))
+    host.send(PROMPT)
+    assert [(e.message_id, e.text) for e in host.published(se.EntryKind.MESSAGE_CHUNK)] == [
+        ("t1/r1", "Done.")]
+
+
+@pytest.mark.req("BG-6")
+def test_an_automatic_turn_due_again_while_held_is_absorbed_with_the_reason() -> None:
+    """The same automatic turn due twice while a turn runs: held once, the second is absorbed
+    with exactly "this automatic turn is already held"."""
+    host = Host()
+    host.send(PROMPT)  # no response scripted: the turn runs
+    assert host.send(_due("a1", "n1")) == [se.AutomaticTurnDeferred(turn_id="a1")]
+    assert host.send(_due("a1", "n1")) == [at.StaleAnswerIgnored(
+        event="AutomaticTurnDue", answer_id="a1", reason="this automatic turn is already held")]
+
+
+@pytest.mark.req("BR-1")
+def test_a_prompt_beyond_the_fifo_bound_is_refused_with_the_bound() -> None:
+    """With 32 prompts queued behind a running turn, the 33rd is handed back with exactly "32
+    prompts are already queued" (kills the in-use reason given for every refusal)."""
+    host = Host()
+    host.send(PROMPT)
+    for number in range(32):
+        host.send(se.PromptQueued(prompt_id=f"q{number}", message_id=f"m{number}", text="later"))
+    assert host.send(se.PromptQueued(prompt_id="q32", message_id="m32", text="one more")) == [
+        se.PromptRefused(prompt_id="q32", text="one more",
+                         reason="32 prompts are already queued")]
+
+
 @pytest.mark.req("BR-4", "BG-6")
 def test_closing_hands_back_every_held_turn_and_queued_prompt_with_the_reason() -> None:
     """Closing while a turn runs: the turn is halted, then each queued prompt is refused and
@@ -599,7 +737,7 @@ def test_closing_hands_back_every_held_turn_and_queued_prompt_with_the_reason() 
         se.PromptRefused(prompt_id="q1", text="later",
                          reason="the session closed before this prompt ran"),
         se.AutomaticTurnDropped(turn_id="a1", reason="the session closed"),
-        se.CloseSession(reason="closed")]
+        se.CloseSession(reason="The session was closed.")]
 
 
 @pytest.mark.req("BR-1")
@@ -655,6 +793,21 @@ def test_an_event_the_session_does_not_take_is_refused_with_its_particulars() ->
     assert refused(raised.value)[:4] == (at.UnexpectedEvent, "session", "TURN", second)
     assert raised.value.expected.startswith("one of ")
     assert "PromptQueued" in raised.value.expected
+
+
+@pytest.mark.req("SO-6", "SO-3")
+def test_late_hook_answers_and_aborts_of_prompts_not_queued_are_absorbed_with_the_reason() -> None:
+    """A second answer of a Stop-hook run already answered, and an abort of a prompt that is not
+    queued: each gives one ``StaleAnswerIgnored`` with the exact reason."""
+    host = Host(stop_hooks=True)
+    host.responses.append(say("Done."))
+    host.send(PROMPT)  # the hooks let the stop through; the turn ends
+    assert host.send(se.StopHookDecided(run_id="t1/hooks-1", block=True, reason="x")) == [
+        at.StaleAnswerIgnored(event="StopHookDecided", answer_id="t1/hooks-1",
+                              reason="the Stop hooks' answer is no longer awaited")]
+    assert host.send(se.PromptAborted(prompt_id="q9")) == [
+        at.StaleAnswerIgnored(event="PromptAborted", answer_id="q9",
+                              reason="this prompt is not queued (started or aborted)")]
 
 
 @pytest.mark.req("BR-3")
