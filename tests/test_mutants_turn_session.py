@@ -872,7 +872,8 @@ def test_the_stop_hook_cap_ends_the_streak_for_a_turn_that_goes_on_with_lead() -
               attrs.evolve(block, run_id="t1/hooks-2"))
     host.send(attrs.evolve(block, run_id="t1/hooks-3"))
     assert [w.text for w in host.commands(se.Warn)] == [
-        "The Stop hook blocked 1 times in a row; the turn ends here."]
+        "The Stop hook blocked 1 time in a row; its block is set aside and the turn goes on "
+        "only with your new instructions."]
     assert host.user_messages() == ["Port the parser", "Tests fail.", "use tabs", "Tests fail."]
 
 

@@ -727,8 +727,12 @@ def _on_hook(s: SessionState, event: StopHookDecided | StopHookFailed, out: _Out
         return _yield_to_queued_prompt(s, out) if queued else _guard_stop(s, None, out)
     cap = s.config.stop_hook_cap
     if s.hook_blocks >= cap:
-        # SO-6, SG-S1: the cap ends the turn with a warning and suspends the chain.
-        out.append(Warn(text=f"The Stop hook blocked {cap} times in a row; the turn ends here."))
+        # SO-6, SG-S1: the cap ends the turn with a warning and suspends the chain; only Lead
+        # instructions the user sent meanwhile (new input, SO-1) still carry the turn on.
+        times = "1 time" if cap == 1 else f"{cap} times"
+        then = ("its block is set aside and the turn goes on only with your new instructions"
+                if s.turn.lead.entries else "the turn ends here")
+        out.append(Warn(text=f"The Stop hook blocked {times} in a row; {then}."))
         s = _replace(s, hook_blocks=0)
         s = _to_guard(s, g.HardStop(kind=g.HardStopKind.STOP_HOOK_CAP), out)
         return _decide(s, Continuation.NONE, None, out)
