@@ -1,6 +1,6 @@
 """Behaviour sampled mutation runs of the turn and session reducers found unchecked.
 
-See benchmarks/EVIDENCE.md ("Item 5: mutation testing"): three disjoint uniform random samples
+See benchmarks/EVIDENCE.md ("Item 5: mutation testing"): four disjoint uniform random samples
 of the mutants of ``agentturn/turn.py`` and ``agentturn/session/reducer.py`` were run, and each
 survivor either got a test here or was shown equivalent. Each test names the rule it pins and
 the surviving mutants it kills. They use the public API only: real events, the states and
@@ -229,6 +229,30 @@ def test_a_decision_for_a_call_never_asked_about_is_refused_naming_the_asked_cal
 
 
 @pytest.mark.req("TL-3")
+def test_a_cancelled_permission_request_cancels_the_turn_with_the_exact_message() -> None:
+    """Cancelling the permission request for ``w1`` cancels the turn: its outcome says exactly
+    "The permission request was cancelled, so the turn was cancelled." (kills the lower-cased
+    text)."""
+    driver = _two_writes_awaiting_permission()
+    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.CANCEL))
+    driver.ack()
+    [end] = driver.of(at.EndTurn)
+    assert (end.outcome.kind, end.outcome.message) == (
+        at.OutcomeKind.CANCELLED, "The permission request was cancelled, so the turn was "
+                                  "cancelled.")
+
+
+def test_a_state_that_is_no_turn_state_is_refused_with_its_particulars() -> None:
+    """``None`` handed to the turn's reducer as its state: ``WrongState`` naming the turn, what
+    it got and what it takes, never a ``TypeError`` (kills the check against ``None``). STYLE 6:
+    host misuse has no requirement ID."""
+    with pytest.raises(at.WrongState) as raised:
+        at.reduce(None, PROMPT)  # type: ignore[arg-type]
+    assert refused(raised.value) == (at.WrongState, "turn", "<not a TurnState: NoneType>",
+                                     PROMPT, "a TurnState as the state")
+
+
+@pytest.mark.req("TL-3")
 def test_a_denied_call_is_recorded_under_its_id_with_the_exact_reason() -> None:
     """Deny, twice: each call is saved DENIED under its own id and name, with no output and
     exactly "Denied: the user did not allow this call.", the turn asks about each call once,
@@ -287,9 +311,9 @@ def test_a_tool_result_the_turn_does_not_wait_for_is_refused_with_what_it_waits_
 
 @pytest.mark.req("TL-6", "TL-10")
 def test_a_second_malformed_response_ends_the_turn_with_its_raw_finish_reason() -> None:
-    """Two malformed responses in a row: the turn ends MALFORMED_TOOL_FORMAT, and the outcome
-    carries the second response's finish reason unchanged, as its record does (kills
-    ``finish_reason=None`` in that outcome)."""
+    """Two malformed responses in a row: the turn ends MALFORMED_TOOL_FORMAT with the exact
+    message, and the outcome carries the second response's finish reason unchanged, as its
+    record does (kills ``finish_reason=None`` in that outcome and the lower-cased message)."""
     driver = Driver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("m1")], malformed=True)
@@ -303,22 +327,27 @@ def test_a_second_malformed_response_ends_the_turn_with_its_raw_finish_reason() 
     [response] = [r for p in driver.of(at.Persist) for r in p.records
                   if isinstance(r, at.ResponseRecord) and r.request_id == "t1/r2"]
     assert end.outcome.kind is at.OutcomeKind.MALFORMED_TOOL_FORMAT
+    assert end.outcome.message == ("The model sent malformed tool calls twice in a row; "
+                                   "the turn stopped.")
     assert end.outcome.finish_reason == response.finish_reason
     assert end.outcome.finish_reason.raw == "tool_calls"
 
 
-@pytest.mark.req("TL-9")
-def test_a_response_cut_without_tool_calls_ends_with_the_exact_sentence() -> None:
-    """A response cut at the output limit with no tool call: the outcome's message is the
-    sentence with the raw reason and a full stop, no count of calls (kills the count always
-    added)."""
+@pytest.mark.req("TL-9", "TL-1")
+@pytest.mark.parametrize(("finish_reason", "message"), [
+    ("length", "The response was cut at the engine's output limit (finish reason 'length')."),
+    ("stop", "The agent finished.")], ids=["cut", "finished"])
+def test_a_response_without_tool_calls_ends_with_the_exact_sentence(
+        finish_reason: str, message: str) -> None:
+    """A response with text and no tool call, cut at the output limit or finished: the
+    outcome's message is exactly its sentence; the cut one with the raw reason and a full stop,
+    no count of calls (kills the count always added, and the altered "The agent finished.")."""
     driver = Driver(no_titles())
     driver.start()
-    driver.respond(text="cut", finish_reason="length")
+    driver.respond(text="some text", finish_reason=finish_reason)
     driver.ack()
     [end] = driver.of(at.EndTurn)
-    assert end.outcome.message == ("The response was cut at the engine's output limit "
-                                   "(finish reason 'length').")
+    assert end.outcome.message == message
 
 
 def test_a_stop_decision_for_another_request_is_refused_naming_the_awaited_one() -> None:
@@ -367,12 +396,15 @@ def test_a_new_prompt_forgets_the_calls_of_the_turn_it_did_not_continue() -> Non
 
 
 def turn_shape_problems(state: at.TurnState) -> list[str]:
-    """What breaks the documented shape of a turn state: a field of the wrong type, or records
+    """What breaks the documented shape of a turn state: a field of the wrong type, records
     in ``batch`` ("the records of the write in flight") with no write in flight and no failed
-    write kept for ``ContinueTurn``."""
+    write kept for ``ContinueTurn``, or an ``ending`` ("the outcome decided while final
+    lifecycle work drains") kept once the turn is no longer ending."""
     problems = field_type_problems(state)
     if state.batch and not state.persisting and state.resume_phase is None:
         problems.append(f"batch {state.batch!r} kept with no write in flight")
+    if state.ending is not None and state.phase is not at.TurnPhase.ENDING:
+        problems.append(f"ending {state.ending!r} kept in {state.phase.name}")
     return problems
 
 
@@ -394,8 +426,9 @@ def test_a_final_write_answered_while_a_lead_save_holds_the_end_leaves_no_batch(
     """Stop while ``c1`` runs and a Lead instruction is still being saved: the final write
     records ``c1`` and the unstarted ``c2``; once it is acknowledged, or has failed (its records
     owed), the turn waits for the save with no write in flight and an empty ``batch``, then
-    ends, ``persisting`` a bool throughout (kills ``persisting=None`` and the kept ``batch`` in
-    ``_on_persisted``, and ``batch=None`` in ``_on_persist_failed``)."""
+    ends, ``persisting`` a bool throughout and no outcome kept once it has ended (kills
+    ``persisting=None`` and the kept ``batch`` in ``_on_persisted``, ``batch=None`` in
+    ``_on_persist_failed``, and the ``ending`` ``_finalize`` keeps)."""
     driver = CheckedDriver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
@@ -517,16 +550,18 @@ def _third_guard_stream_withheld() -> CheckedHost:
     return host
 
 
-def _hooks_yield_to_a_queued_prompt_with_a_lead_saved() -> CheckedHost:
-    """The hooks let a stop through while a complete prompt is queued: SO-2's order, no
-    continuation; a Lead instruction saved while they ran makes the turn go on with it."""
+def _hooks_let_the_stop_through_with_a_lead_saved(queued: bool) -> CheckedHost:
+    """The hooks let a stop through, while a complete prompt is queued (SO-2's order) or not
+    (the guard, not armed, decides nothing): no continuation; a Lead instruction saved while
+    they ran makes the turn go on with it."""
     host = CheckedHost(stop_hooks=True)
     host.responses.append(say("Done."))
     host.hooks = lambda c: None  # the hooks answer later
     host.send(PROMPT)
     [run] = host.commands(se.RunStopHooks)
     host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
-              se.PromptQueued(prompt_id="q1", message_id="mq", text="queued"),
+              *([se.PromptQueued(prompt_id="q1", message_id="mq", text="queued")] if queued
+                else []),
               se.StopHookDecided(run_id=run.run_id, block=False))
     assert host.state.continuation is se.Continuation.NONE
     assert host.user_messages()[-1] == "use tabs"
@@ -547,6 +582,19 @@ def _hook_continuation_fails() -> CheckedHost:
     return host
 
 
+def _stopped_during_a_guard_request() -> CheckedHost:
+    """Stop while the guard continuation's request is out and a Lead instruction is still
+    being saved: the turn ends only after that save; meanwhile the guard has heard its stream
+    was not opened and suspended the chain."""
+    host = armed(CheckedHost())
+    host.send(PROMPT)
+    assert host.state.guard_request == host.held[-1].request_id
+    host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"), at.StopPressed())
+    assert host.outcomes() == [at.OutcomeKind.CANCELLED]
+    assert host.state.guard.phase is g.GuardPhase.SUSPENDED
+    return host
+
+
 SESSION_SCRIPTS = {
     "a hook continuation's request fails": _hook_continuation_fails,
     "closed while the prompt is saved": lambda: CheckedHost().send(PROMPT, se.CloseRequested()),
@@ -554,7 +602,9 @@ SESSION_SCRIPTS = {
     "the only queued prompt aborted": lambda: CheckedHost().send(
         PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"),
         se.PromptAborted(prompt_id="q1")),
-    "hooks yield to a queued prompt": _hooks_yield_to_a_queued_prompt_with_a_lead_saved,
+    "hooks yield to a queued prompt": lambda: _hooks_let_the_stop_through_with_a_lead_saved(True),
+    "hooks let the stop through": lambda: _hooks_let_the_stop_through_with_a_lead_saved(False),
+    "stopped during a guard continuation's request": _stopped_during_a_guard_request,
     "hard stop while draining": _drain_held_then_hard_stop,
     "hooks block up to the cap": _hooks_block_then_cap,
     "automatic turn after hook blocks": _automatic_after_hook_blocks,
@@ -572,11 +622,12 @@ def test_every_session_state_keeps_its_documented_shape(script: str) -> None:
     leave ``drain_id`` set after a drain's answer or a hard stop, set ``withheld_request`` to
     ``None``, start an automatic turn with a Stop-hook block counted, set a ``hook_run`` on
     Stop or when closing, store a ``None`` continuation at a turn's end or when yielding to a
-    queued prompt, or a ``None`` FIFO priority when the last queued prompt is aborted, or keep
-    the todo call once its result is handed over (its doc: "the todo-write call running
-    now"); a request is attributed to the guard, a hook or the withholding only while it is
-    the running turn's (kills a ``guard_request`` set by an ordinary stream, and a
-    ``hook_request`` kept after the turn ended)."""
+    queued prompt or when the guard decides nothing, or a ``None`` FIFO priority when the last
+    queued prompt is aborted, or keep the todo call once its result is handed over (its doc:
+    "the todo-write call running now"); a request is attributed to the guard, a hook or the
+    withholding only while it is the running turn's (kills a ``guard_request`` set by an
+    ordinary stream, a ``hook_request`` kept after the turn ended, and a ``guard_request`` of
+    ``None`` or another id left when Stop cancels a guard continuation's request)."""
     SESSION_SCRIPTS[script]()
 
 
@@ -743,13 +794,20 @@ def test_closing_hands_back_every_held_turn_and_queued_prompt_with_the_reason() 
 @pytest.mark.req("BR-1")
 def test_a_prompt_id_already_in_use_is_refused_with_the_reason() -> None:
     """A queued prompt reusing the running turn's id, or a queued prompt's id, is handed back
-    with exactly "this prompt id is already in use"."""
+    with exactly "this prompt id is already in use"; an automatic turn due under such an id is
+    host misuse, refused by the session with ``UnknownId`` naming the phase, the event and
+    exactly "a turn id not already in use" (kills ``phase=None`` and the altered part)."""
     host = Host()
     host.send(PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"))
     for prompt_id in ("t1", "q1"):
         assert host.send(se.PromptQueued(prompt_id=prompt_id, message_id="mx", text="again")) == [
             se.PromptRefused(prompt_id=prompt_id, text="again",
                              reason="this prompt id is already in use")]
+        due = _due(prompt_id, "n1")
+        with pytest.raises(at.UnknownId) as raised:
+            se.reduce(host.state, due)
+        assert refused(raised.value) == (at.UnknownId, "session", "TURN", due,
+                                         "a turn id not already in use")
 
 
 REFUSALS: dict[str, tuple[at.Event, str]] = {
@@ -810,6 +868,31 @@ def test_late_hook_answers_and_aborts_of_prompts_not_queued_are_absorbed_with_th
                               reason="this prompt is not queued (started or aborted)")]
 
 
+def _late_drain() -> Host:
+    """An armed chain's stop whose drain timed out: the guard's continuation runs (its request
+    unanswered) and the drain's reply is awaited as late."""
+    host = armed(Host())
+    host.drain = lambda c: None  # the drain is never answered in time
+    host.send(PROMPT)
+    host.send(se.TimerFired(key="t1/drain-1"))
+    assert host.state.late_drain == "t1/drain-1"
+    assert host.state.guard.phase is g.GuardPhase.CONTINUING
+    return host
+
+
+@pytest.mark.req("BR-3")
+def test_a_late_drains_messages_come_back_under_its_id_once_the_turn_ends() -> None:
+    """The late drain's reply comes while the stopped turn waits for a Lead save to end: Lead
+    admission is closed, so its messages are handed back to the client under that drain's id
+    (kills ``drain_id=None`` in that ``RestoreMidTurnMessages``)."""
+    host = _late_drain()
+    host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"), at.StopPressed(),
+              se.MidTurnDrained(drain_id="t1/drain-1", messages=("late",)))
+    assert host.commands(se.RestoreMidTurnMessages) == [
+        se.RestoreMidTurnMessages(drain_id="t1/drain-1", messages=("late",))]
+    assert host.outcomes() == [at.OutcomeKind.CANCELLED]
+
+
 @pytest.mark.req("BR-3")
 def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
     """The drain of an armed chain's stop times out and the guard's continuation runs, so that
@@ -817,12 +900,7 @@ def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
     absorbed with exactly "the drain is no longer awaited" and leaves the late one awaited: its
     messages, when they come, still join the running turn as Lead instructions (kills ``or``
     for ``and`` in ``_on_drained`` and the altered reason)."""
-    host = armed(Host())
-    host.drain = lambda c: None  # the drain is never answered in time
-    host.send(PROMPT)
-    host.send(se.TimerFired(key="t1/drain-1"))
-    assert host.state.late_drain == "t1/drain-1"
-    assert host.state.guard.phase is g.GuardPhase.CONTINUING
+    host = _late_drain()
     assert host.send(se.MidTurnDrained(drain_id="t0/drain-1")) == [
         at.StaleAnswerIgnored(event="MidTurnDrained", answer_id="t0/drain-1",
                               reason="the drain is no longer awaited")]
@@ -833,6 +911,45 @@ def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
 
 
 # --- the session: Stop hooks and trust -----------------------------------------------------------
+
+
+@pytest.mark.req("SO-3", "SO-6")
+def test_once_the_last_queued_prompt_is_aborted_the_stop_runs_the_hooks() -> None:
+    """A prompt queued and aborted while the turn runs: no prompt waits, so the turn's stop
+    yields to none and the Stop hooks run (kills a FIFO priority kept, set to true, when the
+    last queued prompt is aborted)."""
+    host = Host(stop_hooks=True)
+    host.send(PROMPT, se.PromptQueued(prompt_id="q1", message_id="mq", text="later"),
+              se.PromptAborted(prompt_id="q1"))
+    host.responses.append(say("Done."))
+    host.answer(host.held.pop())
+    host.send()
+    assert [run.run_id for run in host.commands(se.RunStopHooks)] == ["t1/hooks-1"]
+    assert host.outcomes() == [at.OutcomeKind.FINISHED]
+
+
+@pytest.mark.req("SG-S1", "TL-3")
+@pytest.mark.parametrize("decision", [at.PermissionDecision.ALLOW, at.PermissionDecision.CANCEL],
+                         ids=lambda decision: decision.name)
+def test_only_a_cancelled_permission_request_suspends_the_chain(
+        decision: at.PermissionDecision) -> None:
+    """An armed chain's turn asks permission for a write. Allowed, the write runs and the chain
+    stays live: its stop gets the guard's continuation. Cancelled, the turn is cancelled and the
+    chain suspended (kills the inverted decision test in the session's ``_on_permission``)."""
+    host = armed(Host())
+    host.responses.insert(1, say("Writing.", at.ToolCall(call_id="w1", name="write_file",
+                                                         needs_permission=True)))
+    host.send(PROMPT)
+    assert [type(command) for command in host.held] == [at.AskPermission]
+    host.held.clear()
+    host.send(at.PermissionDecided(call_id="w1", decision=decision))
+    if decision is at.PermissionDecision.ALLOW:
+        assert host.outcomes() == []
+        assert host.state.guard.phase is g.GuardPhase.CONTINUING
+        assert host.state.guard_request == host.held[-1].request_id
+    else:
+        assert host.outcomes() == [at.OutcomeKind.CANCELLED]
+        assert host.state.guard.phase is g.GuardPhase.SUSPENDED
 
 
 @pytest.mark.req("SO-5", "SO-6", "OB-5")
