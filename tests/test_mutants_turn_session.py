@@ -201,17 +201,23 @@ def test_calls_owed_after_a_failed_final_write_keep_their_reason() -> None:
 
 
 @pytest.mark.req("TL-3")
-def test_a_decision_for_a_call_not_asked_about_yet_is_refused_while_a_tool_runs() -> None:
-    """While the allowed ``w1`` runs, a decision for ``w2`` answers a question the turn has not
-    asked: misuse, refused as an event the phase does not take, and nothing changes. Only the
-    running call counts as decided (kills ``next_call + 2`` in ``_late_answer``)."""
+@pytest.mark.parametrize(("decision", "phase"), [
+    (at.PermissionDecision.ALLOW, "RUNNING_TOOL"), (at.PermissionDecision.DENY, "SAVING_RESULTS")],
+    ids=["allowed", "denied"])
+def test_a_decision_for_a_call_not_asked_about_yet_is_refused_while_a_tool_runs(
+        decision: at.PermissionDecision, phase: str) -> None:
+    """While the allowed ``w1`` runs, or the denied ``w1``'s record is being saved, a decision
+    for ``w2`` answers a question the turn has not asked: misuse, refused as an event the phase
+    does not take, and nothing changes. Only the running call counts as decided, and with no
+    call running only those before ``next_call`` (kills ``next_call + 2`` in ``_late_answer``,
+    and ``next_call + 1`` taken whether a tool runs or not)."""
     driver = _two_writes_awaiting_permission()
-    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.ALLOW))
+    driver.send(at.PermissionDecided(call_id="w1", decision=decision))
     running = driver.state
     early = at.PermissionDecided(call_id="w2", decision=at.PermissionDecision.ALLOW)
     with pytest.raises(at.UnexpectedEvent) as raised:
         driver.send(early)
-    assert refused(raised.value)[:4] == (at.UnexpectedEvent, "turn", "RUNNING_TOOL", early)
+    assert refused(raised.value)[:4] == (at.UnexpectedEvent, "turn", phase, early)
     assert driver.state is running
 
 
@@ -242,13 +248,17 @@ def test_a_cancelled_permission_request_cancels_the_turn_with_the_exact_message(
                                   "cancelled.")
 
 
-def test_a_state_that_is_no_turn_state_is_refused_with_its_particulars() -> None:
-    """``None`` handed to the turn's reducer as its state: ``WrongState`` naming the turn, what
-    it got and what it takes, never a ``TypeError`` (kills the check against ``None``). STYLE 6:
-    host misuse has no requirement ID."""
+@pytest.mark.parametrize(("wrong", "name"), [(None, "NoneType"), (no_titles(), "TurnConfig")],
+                         ids=["None", "a config"])
+def test_a_state_that_is_no_turn_state_is_refused_with_its_particulars(
+        wrong: object, name: str) -> None:
+    """``None``, or a turn's config, handed to the turn's reducer as its state: ``WrongState``
+    naming the turn, what it got and what it takes, never a ``TypeError`` (kills the check
+    against ``None``, and ``None`` checked in place of the state given). STYLE 6: host misuse
+    has no requirement ID."""
     with pytest.raises(at.WrongState) as raised:
-        at.reduce(None, PROMPT)  # type: ignore[arg-type]
-    assert refused(raised.value) == (at.WrongState, "turn", "<not a TurnState: NoneType>",
+        at.reduce(wrong, PROMPT)  # type: ignore[arg-type]
+    assert refused(raised.value) == (at.WrongState, "turn", f"<not a TurnState: {name}>",
                                      PROMPT, "a TurnState as the state")
 
 
@@ -341,20 +351,29 @@ def test_a_response_without_tool_calls_ends_with_the_exact_sentence(
         finish_reason: str, message: str) -> None:
     """A response with text and no tool call, cut at the output limit or finished: the
     outcome's message is exactly its sentence; the cut one with the raw reason and a full stop,
-    no count of calls (kills the count always added, and the altered "The agent finished.")."""
+    no count of calls (kills the count always added, and the altered "The agent finished.").
+    The finish reason is the last response's "of this turn" (TL-10): the next turn, stopped
+    before any response, ends with none (kills the reason a new prompt keeps)."""
     driver = Driver(no_titles())
     driver.start()
     driver.respond(text="some text", finish_reason=finish_reason)
     driver.ack()
     [end] = driver.of(at.EndTurn)
     assert end.outcome.message == message
+    assert end.outcome.finish_reason.raw == finish_reason
+    driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"), at.StopPressed())
+    driver.ack()
+    assert [(e.outcome.kind, e.outcome.finish_reason) for e in driver.of(at.EndTurn)[1:]] == [
+        (at.OutcomeKind.CANCELLED, None)]
 
 
 def test_a_stop_decision_for_another_request_is_refused_naming_the_awaited_one() -> None:
     """A host that holds natural stops answers for a request that is not the one stopping:
     ``UnknownId`` expecting exactly "the decision for the stop of 't1/r1'" (kills
-    ``expected=None``). STYLE 6: host misuse has no requirement ID."""
-    driver = Driver(at.TurnConfig(auto_title=False, hold_natural_stops=True))
+    ``expected=None``). STYLE 6: host misuse has no requirement ID. The right request's
+    decision with a continuation is then saved and asked for, the turn's shape kept at every
+    step (kills ``next_step=None`` stored while the continuation is saved)."""
+    driver = CheckedDriver(at.TurnConfig(auto_title=False, hold_natural_stops=True))
     driver.start()
     driver.respond(text="Done.")
     driver.ack()
@@ -363,6 +382,9 @@ def test_a_stop_decision_for_another_request_is_refused_naming_the_awaited_one()
         driver.send(wrong)
     assert refused(raised.value) == (at.UnknownId, "turn", "AWAITING_STOP_DECISION", wrong,
                                      "the decision for the stop of 't1/r1'")
+    driver.send(at.NaturalStopDecided(request_id="t1/r1", message_id="c1", text="Go on."))
+    assert driver.state.phase is at.TurnPhase.SAVING_PROMPT
+    assert driver.ack() == (at.RequestModelStream(request_id="t1/r2"),)
 
 
 @pytest.mark.req("TL-11", "LD-1")
@@ -398,11 +420,14 @@ def test_a_new_prompt_forgets_the_calls_of_the_turn_it_did_not_continue() -> Non
 def turn_shape_problems(state: at.TurnState) -> list[str]:
     """What breaks the documented shape of a turn state: a field of the wrong type, records
     in ``batch`` ("the records of the write in flight") with no write in flight and no failed
-    write kept for ``ContinueTurn``, or an ``ending`` ("the outcome decided while final
-    lifecycle work drains") kept once the turn is no longer ending."""
+    write kept for ``ContinueTurn``, an ``ending`` ("the outcome decided while final
+    lifecycle work drains") kept once the turn is no longer ending, or ``calls`` ("the current
+    response's tool calls") kept once the turn has ended with nothing to continue."""
     problems = field_type_problems(state)
     if state.batch and not state.persisting and state.resume_phase is None:
         problems.append(f"batch {state.batch!r} kept with no write in flight")
+    if state.calls and state.phase is at.TurnPhase.IDLE and state.resume_phase is None:
+        problems.append(f"calls {state.calls!r} kept after the turn ended")
     if state.ending is not None and state.phase is not at.TurnPhase.ENDING:
         problems.append(f"ending {state.ending!r} kept in {state.phase.name}")
     return problems
@@ -428,7 +453,7 @@ def test_a_final_write_answered_while_a_lead_save_holds_the_end_leaves_no_batch(
     owed), the turn waits for the save with no write in flight and an empty ``batch``, then
     ends, ``persisting`` a bool throughout and no outcome kept once it has ended (kills
     ``persisting=None`` and the kept ``batch`` in ``_on_persisted``, ``batch=None`` in
-    ``_on_persist_failed``, and the ``ending`` ``_finalize`` keeps)."""
+    ``_on_persist_failed``, and the ``ending`` and the ``calls`` ``_finalize`` keeps)."""
     driver = CheckedDriver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2")])
@@ -516,8 +541,13 @@ def _drain_held_then_hard_stop() -> CheckedHost:
     waits for that save before it ends, so the session is back in TURN with no drain."""
     host = armed(CheckedHost())
     host.drain = lambda c: None  # the client never answers the drain
+    return _hard_stop_with_a_lead_unsaved(host, se.SessionPhase.DRAINING)
+
+
+def _hard_stop_with_a_lead_unsaved(host: CheckedHost, phase: se.SessionPhase) -> CheckedHost:
+    """Run the prompt into ``phase``, then a Lead instruction and a hard stop in one go."""
     host.send(PROMPT)
-    assert host.state.phase is se.SessionPhase.DRAINING
+    assert host.state.phase is phase
     host.send(at.LeadSubmitted(chat_id="chat", lead_id="l1", text="use tabs"),
               se.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION, reason="Loop protection."))
     assert host.outcomes() == [at.OutcomeKind.HALTED]
@@ -595,7 +625,17 @@ def _stopped_during_a_guard_request() -> CheckedHost:
     return host
 
 
+def _hard_stop_while_the_hooks_run() -> CheckedHost:
+    """A hard stop while the Stop hooks still run and a Lead instruction is still being saved:
+    the turn waits for that save before it ends, so the session is back in TURN with no run."""
+    host = CheckedHost(stop_hooks=True)
+    host.responses.append(say("Done."))
+    host.hooks = lambda c: None  # the hooks never answer
+    return _hard_stop_with_a_lead_unsaved(host, se.SessionPhase.HOOKS)
+
+
 SESSION_SCRIPTS = {
+    "hard stop while the hooks run": _hard_stop_while_the_hooks_run,
     "a hook continuation's request fails": _hook_continuation_fails,
     "closed while the prompt is saved": lambda: CheckedHost().send(PROMPT, se.CloseRequested()),
     "stopped while the prompt is saved": lambda: CheckedHost().send(PROMPT, at.StopPressed()),
@@ -619,7 +659,8 @@ def test_every_session_state_keeps_its_documented_shape(script: str) -> None:
     """After every step: each ``str``/``bool``/``int``/enum field holds that type; a drain id
     is kept only while the session drains (``DRAINING``) and a Stop-hook run id only while the
     hooks run (``HOOKS``); an automatic turn has had no Stop-hook block. Kills the mutants that
-    leave ``drain_id`` set after a drain's answer or a hard stop, set ``withheld_request`` to
+    leave ``drain_id`` set after a drain's answer or a hard stop (or ``hook_run`` after a hard
+    stop while the hooks run), set ``withheld_request`` to
     ``None``, start an automatic turn with a Stop-hook block counted, set a ``hook_run`` on
     Stop or when closing, store a ``None`` continuation at a turn's end or when yielding to a
     queued prompt or when the guard decides nothing, or a ``None`` FIFO priority when the last
@@ -650,6 +691,8 @@ def test_a_full_queue_evicts_its_oldest_unrelated_turn_and_forgets_its_prompt() 
         se.AutomaticTurnDeferred(turn_id="a2"),
         se.AutomaticTurnDropped(turn_id="a1", reason="the deferred queue is full; the oldest "
                                                      "unrelated automatic turn made room")]
+    # The evicted turn's prompt goes with it (kills ``_forget_prompt`` of ``None`` in ``_hold``).
+    assert host.state.deferred_prompts == (("a2", "a2-m", "run a2"),)
     host.responses.extend([say("Done."), say("Ran a2.")])
     host.answer(host.held.pop())
     host.send()
@@ -908,6 +951,21 @@ def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
     host.send(se.MidTurnDrained(drain_id="t1/drain-1", messages=("late",)))
     assert host.user_messages()[-1] == "late"
     assert not host.commands(se.RestoreMidTurnMessages)
+    # A second copy of that reply (at-least-once delivery): absorbed with the exact reason.
+    assert host.send(se.MidTurnDrained(drain_id="t1/drain-1", messages=("late",))) == [
+        at.StaleAnswerIgnored(event="MidTurnDrained", answer_id="t1/drain-1",
+                              reason="this drain's reply was already taken")]
+
+
+@pytest.mark.req("BR-4")
+def test_a_detach_of_a_client_not_attached_is_absorbed_with_the_reason() -> None:
+    """``ClientDetached`` for a client the session does not have: one ``StaleAnswerIgnored``
+    with exactly "this client is not attached", and no grace period starts."""
+    host = Host()
+    assert host.send(se.ClientDetached(client_id="c9")) == [
+        at.StaleAnswerIgnored(event="ClientDetached", answer_id="c9",
+                              reason="this client is not attached")]
+    assert not host.state.grace
 
 
 # --- the session: Stop hooks and trust -----------------------------------------------------------
