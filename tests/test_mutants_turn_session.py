@@ -1086,3 +1086,20 @@ def test_a_continue_naming_a_turn_rewound_while_it_ran_never_arms() -> None:
     assert host.outcomes() == [at.OutcomeKind.ERROR, at.OutcomeKind.FINISHED]
     assert not host.published(se.EntryKind.GUARD_CHUNK)
     assert not host.state.guard.armed
+
+
+@pytest.mark.req("BR-4", "OB-6")
+def test_a_client_that_attaches_again_is_replayed_only_what_it_has_not_seen() -> None:
+    """A client attaching with ``last_seq`` gets exactly the ring entries after it, no gap;
+    without one it gets them all (kills ``last_seq`` dropped from the ``replay``)."""
+    host = Host()
+    host.responses.append(say("Done."))
+    host.send(PROMPT)
+    entries = [c.entry for c in host.commands(se.Publish)]
+    assert len(entries) > 1
+    [everything] = [c for c in host.send(se.ClientAttached(client_id="c1"))
+                    if isinstance(c, se.ReplayEvents)]
+    assert everything.entries == tuple(entries)
+    [rest] = [c for c in host.send(se.ClientAttached(client_id="c1", last_seq=entries[0].seq))
+              if isinstance(c, se.ReplayEvents)]
+    assert (rest.entries, rest.gap) == (tuple(entries[1:]), False)
