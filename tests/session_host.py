@@ -66,10 +66,14 @@ class Host:
             event = self.queue.popleft()
             self.log.append(("event", event))
             self.state, commands = se.reduce(self.state, event)
+            self.stepped(event)
             for command in commands:
                 self.log.append(("command", command))
                 self.answer(command)
         return [item for kind, item in self.log[start:] if kind == "command"]
+
+    def stepped(self, event: at.Event) -> None:
+        """Called after each step with the event just taken; a checking host overrides it."""
 
     def answer(self, command: at.Command) -> None:
         match command:

@@ -298,23 +298,13 @@ def test_a_closed_session_still_hears_what_it_asked_for_before_closing() -> None
 # --- bugs found by the sampled mutation run (benchmarks/EVIDENCE.md, Item 5), fixed ----------
 
 
-def _todo_armed_until_r2() -> list[at.Event]:
-    return [at.PromptSubmitted(turn_id="t1", message_id="m1", text="port it"),
-            at.Persisted(key="t1/p1"), at.StreamOpened(request_id="t1/r1"),
-            at.StreamCompleted(request_id="t1/r1", text="Planning.", finish_reason="tool_use",
-                               tool_calls=(at.ToolCall(call_id="tw1", name="todo_write",
-                                                       arguments="{}"),)),
-            at.Persisted(key="t1/p2"),
-            at.ToolFinished(call_id="tw1", output="todos", structured=TODOS_LEFT),
-            at.Persisted(key="t1/p3")]
-
-
 @pytest.mark.req("BG-7", "SG-S1")
 def test_a_compaction_failure_that_suspends_the_chain_offers_follow_ups() -> None:
     """The armed chain's next request fails compaction: the guard suspends (it can no longer
     resume), so the turn's end offers follow-up suggestions, as Stop at the same point does."""
     state, commands = _play(_daemon(), [
-        *_todo_armed_until_r2(), at.CompactionFailed(request_id="t1/r2", reason="too long")])
+        *_armed()[:-1],  # the second request is asked for, not yet open
+        at.CompactionFailed(request_id="t1/r2", reason="too long")])
     assert state.guard.phase is g.GuardPhase.SUSPENDED
     assert any(isinstance(c, S.OfferFollowUpSuggestions) for c in commands)
 
@@ -327,7 +317,7 @@ def test_a_combined_continuation_that_fails_compaction_says_the_hook_may_continu
         chat_id="chat", turn=at.TurnConfig(auto_title=False), stop_hooks=True,
         guard=g.GuardConfig(todo_stop_guard=True, daemon=True)))
     _, commands = _play(state, [
-        *_todo_armed_until_r2(), at.StreamOpened(request_id="t1/r2"),
+        *_armed(),
         at.StreamCompleted(request_id="t1/r2", text="Stopping here.", finish_reason="end_turn"),
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
         S.StopHookDecided(run_id="t1/hooks-1", block=True, reason="Tests fail."),

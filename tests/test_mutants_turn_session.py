@@ -179,27 +179,6 @@ def test_a_tool_cancelled_by_stop_is_recorded_with_the_stop_reason() -> None:
         ("b", ToolResultStatus.CANCELLED, "half", STOPPED)]
 
 
-@pytest.mark.req("TL-5", "TL-8")
-def test_calls_owed_after_a_failed_final_write_keep_their_reason() -> None:
-    """Stop while a result is being saved, and that save fails: the calls never started are
-    owed with status CANCELLED and the stop's reason, written first by the next prompt."""
-    driver = Driver(no_titles())
-    driver.start()
-    driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2"), call("c3")])
-    driver.ack()
-    driver.send(at.ToolFinished(call_id="c1", output="c1 output"))
-    failing = driver.last(at.Persist)
-    driver.send(at.StopPressed())
-    driver.send(at.PersistFailed(key=failing.key, reason="disk full"))  # type: ignore[attr-defined]
-    first = driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"))[0]
-    assert isinstance(first, at.Persist)
-    assert [(r.call_id, r.status, r.reason) for r in first.records
-            if isinstance(r, at.ToolResultRecord)] == [
-        ("c1", ToolResultStatus.EXECUTED, ""),
-        ("c2", ToolResultStatus.CANCELLED, STOPPED),
-        ("c3", ToolResultStatus.CANCELLED, STOPPED)]
-
-
 @pytest.mark.req("TL-3")
 @pytest.mark.parametrize(("decision", "phase"), [
     (at.PermissionDecision.ALLOW, "RUNNING_TOOL"), (at.PermissionDecision.DENY, "SAVING_RESULTS")],
@@ -514,19 +493,9 @@ def session_shape_problems(state: se.SessionState) -> list[str]:
 class CheckedHost(Host):
     """The scripted host, checking the session's shape after every single step."""
 
-    def send(self, *events: at.Event) -> list[at.Command]:
-        start = len(self.log)
-        self.queue.extend(events)
-        while self.queue:
-            event = self.queue.popleft()
-            self.log.append(("event", event))
-            self.state, commands = se.reduce(self.state, event)
-            assert not session_shape_problems(self.state), (event, session_shape_problems(
-                self.state))
-            for command in commands:
-                self.log.append(("command", command))
-                self.answer(command)
-        return [item for kind, item in self.log[start:] if kind == "command"]
+    def stepped(self, event: at.Event) -> None:
+        problems = session_shape_problems(self.state)
+        assert not problems, (event, problems)
 
 
 def armed(host: Host, *more: dict[str, Any]) -> Host:

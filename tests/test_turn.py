@@ -424,8 +424,9 @@ def test_continue_is_refused_when_the_turn_did_not_end_with_an_error() -> None:
 @pytest.mark.req("TL-5", "TL-8")
 def test_stop_then_a_failed_save_keeps_every_tool_result() -> None:
     """req: TL-5, TL-8 — c1 ran, Stop arrives while its result is being saved, and that save
-    fails: c1's executed output and a result for c2 and c3 are owed and written first by the
-    next prompt; each call ends with exactly one result record."""
+    fails: c1's executed output and a result for c2 and c3 (CANCELLED, with the stop's reason)
+    are owed and written first by the next prompt; each call ends with exactly one result
+    record."""
     driver = Driver(no_titles())
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("c1"), call("c2"), call("c3")])
@@ -440,11 +441,12 @@ def test_stop_then_a_failed_save_keeps_every_tool_result() -> None:
     first = driver.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="again"))
     persist = first[0]
     assert isinstance(persist, at.Persist)
-    owed = [(r.call_id, r.status, r.output) for r in persist.records
+    owed = [(r.call_id, r.status, r.output, r.reason) for r in persist.records
             if isinstance(r, at.ToolResultRecord)]
-    assert owed == [("c1", ToolResultStatus.EXECUTED, "c1 output"),
-                    ("c2", ToolResultStatus.CANCELLED, ""),
-                    ("c3", ToolResultStatus.CANCELLED, "")]
+    stopped = "Cancelled: the user stopped the turn."
+    assert owed == [("c1", ToolResultStatus.EXECUTED, "c1 output", ""),
+                    ("c2", ToolResultStatus.CANCELLED, "", stopped),
+                    ("c3", ToolResultStatus.CANCELLED, "", stopped)]
     assert isinstance(persist.records[-1], at.UserMessageRecord)
 
 
