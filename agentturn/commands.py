@@ -62,6 +62,8 @@ __all__ = [
     "SetTitle",
     "StaleAnswerIgnored",
     "TurnCommand",
+    "TurnOrigin",
+    "UnsavedRecords",
 ]
 
 Record = UserMessageRecord | ResponseRecord | ToolResultRecord
@@ -173,12 +175,40 @@ class DecideNaturalStop(AwaitingCommand):
         return self.request_id
 
 
+class TurnOrigin(enum.Enum):
+    """Where a turn came from; a ``ContinueTurn`` keeps the origin of the turn it continues."""
+
+    #: A ``PromptSubmitted`` (the turn lifecycle alone always says this).
+    PROMPT = "prompt"
+    #: A prompt from the daemon FIFO (``PromptQueued``).
+    QUEUED_PROMPT = "queued_prompt"
+    #: An automatic turn for a cron fire.
+    CRON = "cron"
+    #: An automatic turn for a background notification.
+    NOTIFICATION = "notification"
+    #: An automatic turn for a ``@wakeup``.
+    WAKEUP = "wakeup"
+
+
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class EndTurn(Notice):
     """The turn ``turn_id`` ended; show ``outcome`` to the user. Sent exactly once per end."""
 
     turn_id: str = attrs.field(validator=is_id)
     outcome: TurnOutcome = attrs.field(validator=one_of(TurnOutcome))
+    #: Where the turn came from (set by the session; the turn lifecycle alone says ``PROMPT``).
+    origin: TurnOrigin = attrs.field(default=TurnOrigin.PROMPT, validator=one_of(TurnOrigin))
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class UnsavedRecords(Notice):
+    """Records the chat still owed when it closed (``CloseChat``): executed tool results whose
+    write failed, a prompt whose save failed, a result for every call that never ran. Nothing
+    will write them now: save them with the host's own means or show them; they are handed back
+    so that no executed tool output and no user text is lost (TL-5)."""
+
+    records: tuple[Record, ...] = attrs.field(validator=tuple_of(_RECORD_TYPES))
+    reason: str = attrs.field(validator=is_str)
 
 
 # --- Lead -------------------------------------------------------------------------------------
@@ -203,6 +233,8 @@ class DraftReason(enum.Enum):
     SAVE_FAILED = "save_failed"
     #: It was admitted, but the turn ended before its save started (LD-14).
     TURN_ENDED_BEFORE_SAVE = "turn_ended_before_save"
+    #: A resend used the id of an instruction this chat already has, with another text.
+    DUPLICATE_ID = "duplicate_id"
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -298,5 +330,5 @@ TurnCommand = (
     Persist | RequestModelStream | AskPermission | ExecuteTool | SaveLead | RequestTitle
     | DecideNaturalStop
     | CancelStream | DismissPermission | CancelTool | EndTurn | LeadAccepted | ReturnDraft
-    | LeadUnapplied | SetTitle | StaleAnswerIgnored
+    | LeadUnapplied | SetTitle | StaleAnswerIgnored | UnsavedRecords
 )

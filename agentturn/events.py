@@ -16,14 +16,16 @@ from typing import Any
 import attrs
 
 from ._base import Event, FieldError, ids, is_bool, is_id, is_str, one_of, optional, tuple_of
-from .records import ToolCall
+from .records import HardStopKind, ToolCall
 
 __all__ = [
+    "AmendRequest",
     "AutoTitlePreferenceChanged",
     "ClientDisconnected",
+    "CloseChat",
     "CompactionFailed",
     "ContinueTurn",
-    "HaltTurn",
+    "HardStopped",
     "LeadSaveFailed",
     "LeadSaved",
     "LeadSubmitted",
@@ -43,6 +45,7 @@ __all__ = [
     "TokenLimitRejected",
     "ToolFinished",
     "TurnEvent",
+    "WithdrawRetry",
 ]
 
 
@@ -72,14 +75,52 @@ class StopPressed(Event):
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
-class HaltTurn(Event):
-    """The host's own authority ends the running turn now (a PostToolUse hook's ``shouldStop``,
-    loop or repeated-call protection, a resource limit, an automatic-continuation limit).
+class HardStopped(Event):
+    """A hard terminal path ended the running work (SG-S1): the host's own authority (a
+    PostToolUse hook's ``shouldStop``, loop or repeated-call protection, a resource limit, the
+    automatic-continuation limit, a close ...). The one class for the concept, in every part:
 
-    It acts like Stop (the stream is cancelled, a running tool is asked to cancel and its result
-    kept, a pending dialog dismissed), but the outcome is ``HALTED`` with ``reason`` as its
-    message. With no turn running it changes nothing.
+    * the turn acts as for Stop (the stream is cancelled, a running tool is asked to cancel and
+      its result kept, a pending dialog dismissed) but the outcome is ``HALTED`` with ``reason``
+      as its message and ``kind`` as its ``halt_kind``; with no turn running it changes nothing;
+    * the guard suspends the chain;
+    * a session tells the guard, then halts the running turn (if any).
     """
+
+    #: Which authority stopped it.
+    kind: HardStopKind = attrs.field(default=HardStopKind.OTHER, validator=one_of(HardStopKind))
+    #: What the user is told when a running turn is halted.
+    reason: str = attrs.field(default="", validator=is_str)
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class AmendRequest(Event):
+    """A composing reducer's answer to a ``RequestModelStream`` it did not pass on, or whose
+    prompt could not be compacted: save one more user-role message, then ask again.
+
+    The request ``request_id`` is dropped (a late answer to it is absorbed), Lead instructions it
+    carried go back to the queue, ``text`` is saved as ``message_id`` (TL-5) and the next request
+    includes it. The session sends it for a guard-sponsored tool-result follow-up that must carry
+    the guard's prompt (SG-B6) and for a Stop hook's reason after its combined continuation could
+    not be compacted (SG-B9).
+    """
+
+    request_id: str = attrs.field(validator=is_id)
+    message_id: str = attrs.field(validator=is_id)
+    text: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class WithdrawRetry(Event):
+    """Give up the retry of a turn that ended with a resumable error (TL-11): what it owed is
+    written first by the next prompt, its saved Lead instructions are reported unapplied, and
+    ``ContinueTurn`` is no longer accepted. With no resumable turn it changes nothing."""
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class CloseChat(Event):
+    """The chat closes while no turn runs: hand back everything still owed (``UnsavedRecords``,
+    ``LeadUnapplied``) and forget it. The chat stays idle; late answers are still absorbed."""
 
     reason: str = attrs.field(validator=is_str)
 
@@ -292,5 +333,5 @@ TurnEvent = (
     | AutoTitlePreferenceChanged | PermissionDecided | ClientDisconnected | StreamOpened
     | StreamCompleted | StreamFailed | CompactionFailed | TokenLimitRejected | ToolFinished
     | Persisted | PersistFailed | LeadSaved | LeadSaveFailed | TitleGenerated | TitleFailed
-    | HaltTurn | NaturalStopDecided
+    | HardStopped | NaturalStopDecided | AmendRequest | WithdrawRetry | CloseChat
 )

@@ -82,6 +82,7 @@ from .session import (
 )
 from .session import fifo as fifo_part
 from .session import vocabulary as sv
+from .session.invariants import HardBound, lost_texts, stuck
 from .session.ring import EntryKind
 from .turn_state import (
     LATE_MEMORY,
@@ -401,9 +402,9 @@ def _late(s: SessionState, waiting: set[tuple[str, str]]) -> list[Event]:
         out.append(_late_drain(s.late_drain))
     if title.requests and ("RequestTitle", title.request_id) not in waiting:
         out.append(_late_title(title.request_id))
-    run = f"{turn.turn_id}/hooks-{s.stops}"
-    if s.stops and ("RunStopHooks", run) not in waiting:
-        out.append(_late_hooks(run))
+    runs = [issued for issued in s.issued if "/hooks-" in issued]  # the session's own memory
+    if runs and ("RunStopHooks", runs[-1]) not in waiting:
+        out.append(_late_hooks(runs[-1]))
     return out
 
 
@@ -485,6 +486,7 @@ def check_state(s: SessionState, owed: Sequence[tuple[str, str]] | None = None) 
     if owed is None:
         owed = _owed(s)
     need(len(owed) == len(set(owed)), f"an awaiting command outstanding twice: {owed}")
+    problems.extend(stuck(s))  # never stuck (the session's invariant)
     kinds = Counter(kind for kind, _ in owed)
     need(all(n == 1 for k, n in kinds.items() if k != "StartTimer") and kinds["StartTimer"] <= 2,
          f"too many awaiting commands of one kind: {owed}")
@@ -520,18 +522,20 @@ class StepResult:
 
     outcome: str  # "accepted", "absorbed" or "refused"
     state: SessionState
-    streams: int
+    streams: HardBound
     commands: tuple[Command, ...] = ()
     problems: tuple[tuple[str, str], ...] = ()
     #: ``outstanding`` of the new state, as (command name, answer id) pairs.
     owed: tuple[tuple[str, str], ...] = ()
 
 
-def check_step(s: SessionState, streams: int, move: Move, recheck: bool = True) -> StepResult:
+def check_step(s: SessionState, streams: HardBound, move: Move,
+               recheck: bool = True) -> StepResult:
     """Reduce ``move`` in ``s`` and check the rules of a step (the module docstring); the new
     state's own rules are :func:`check_state`'s.
 
-    ``streams`` is the monitor: guard continuations published since the last user input.
+    ``streams`` is the hard-bound monitor (:class:`~agentturn.session.invariants.HardBound`):
+    guard-attributable streams since the last user input.
     ``recheck`` reduces the step a second time to check it is deterministic.
     """
     event = move.event
@@ -575,16 +579,10 @@ def check_step(s: SessionState, streams: int, move: Move, recheck: bool = True) 
         problems.append(("usage", "OB-5: model calls counted wrongly"))
     if new.usage.guard_calls - s.usage.guard_calls != len(chunks):
         problems.append(("usage", "OB-2, OB-5: a guard call without its one chunk, or the reverse"))
-    # SG-B1 over the path: new user input (a request carrying Leads) or a new chain resets.
-    if new.guard.chain != s.guard.chain:
-        streams = 0
-    for command in commands:
-        if isinstance(command, c.RequestModelStream) and command.lead_ids:
-            streams = 0
-        elif isinstance(command, sv.Publish) and command.entry.kind is EntryKind.GUARD_CHUNK:
-            streams += 1
-    if streams > g.MAX_ATTEMPTS:
-        problems.append(("SG-B1", f"{streams} guard continuations without new user input"))
+    # The session's invariants: no text lost, and the hard bound over the path (SG-B1).
+    problems += [("no text lost", p) for p in lost_texts(s, event, new, commands)]
+    streams, broken = streams.step(s, event, new, commands)
+    problems += [("SG-B1", p) for p in broken]
     if sum(isinstance(x, c.EndTurn) for x in commands) > 1:
         problems.append(("end", "two EndTurn in one step"))
     return StepResult(outcome="absorbed" if absorbed else "accepted", state=new,
@@ -713,7 +711,7 @@ def start_state(config: str, start: str) -> tuple[SessionState, tuple[Event, ...
 
 # --- exploration --------------------------------------------------------------------------------
 
-_Node = tuple[SessionState, int]
+_Node = tuple[SessionState, HardBound]
 
 
 class _Findings:
@@ -750,7 +748,7 @@ def _replay(config: str, moves: Sequence[Move], key: tuple[str, str]) -> list[Mo
     does), skipping any the alphabet no longer offers where it comes; ``None`` when they never
     break it."""
     state = SessionState.create(CONFIGS[config])
-    streams = 0
+    streams = HardBound()
     played: list[Move] = []
     for move in moves:
         if move.kind == SCRIPT:
@@ -875,7 +873,7 @@ def explore(depth: int, config: str = "daemon", start: str = "new", max_violatio
     began = clock()
     root_state, prefix = start_state(config, start)
     prefix_moves = [Move(kind=SCRIPT, event=event) for event in prefix]
-    root: _Node = (root_state, 0)
+    root: _Node = (root_state, HardBound())
     parents: dict[_Node, tuple[_Node, Move] | None] = {root: None}
     states: set[SessionState] = {root_state}
     frontier = [root]
@@ -1007,7 +1005,7 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
         config = names[episodes % len(names)]
         episodes += 1
         state = SessionState.create(CONFIGS[config])
-        streams = 0
+        streams = HardBound()
         moves: list[Move] = []
         for _ in range(min(episode, steps - done)):
             options = alphabet(state)

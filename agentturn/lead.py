@@ -70,10 +70,12 @@ __all__ = [
     "open_admission",
     "reduce",
     "release",
+    "restore",
     "saved_ids",
     "saving_id",
     "suspend",
     "take_saved",
+    "take_saved_entries",
 ]
 
 #: The most instructions that may be pending (saving or saved, not yet applied) at once (LD-5).
@@ -193,6 +195,25 @@ def _admission_refusal(queue: LeadQueue, event: LeadSubmitted) -> ReturnDraft | 
     return None
 
 
+def _resend(queue: LeadQueue, event: LeadSubmitted) -> Command | None:
+    """A client's resend (a retry after a network blip) is idempotent: the id of an instruction
+    this queue holds with the same text, or of one that left it lately, is absorbed; the id of a
+    pending one with another text is refused with its draft (``DUPLICATE_ID``). ``None``: new."""
+    for entry in queue.entries:
+        if entry.lead_id == event.lead_id:
+            if entry.text == event.text:
+                return StaleAnswerIgnored(event="LeadSubmitted", answer_id=event.lead_id,
+                                          reason="this instruction was already received")
+            return _refuse(event, DraftReason.DUPLICATE_ID,
+                           "Another Lead instruction already has this id; your text was not "
+                           "sent.")
+    if event.lead_id in queue.recent:
+        # Its text is no longer held (the queue stays bounded), so it is not compared.
+        return StaleAnswerIgnored(event="LeadSubmitted", answer_id=event.lead_id,
+                                  reason="this instruction was already received")
+    return None
+
+
 def _start_next_save(
     entries: tuple[LeadEntry, ...],
 ) -> tuple[tuple[LeadEntry, ...], tuple[Command, ...]]:
@@ -230,12 +251,12 @@ def reduce(queue: LeadQueue, event: LeadSubmitted | LeadSaved | LeadSaveFailed) 
     check_state("lead", queue, LeadQueue, event)
     LEAD_GRAPH.check(queue.admission, event)
     if isinstance(event, LeadSubmitted):
+        resent = _resend(queue, event) if event.chat_id == queue.chat_id else None
+        if resent is not None:
+            return Step(queue, (resent,))
         refusal = _admission_refusal(queue, event)
         if refusal is not None:
             return Step(queue, (refusal,))
-        if any(entry.lead_id == event.lead_id for entry in queue.entries):
-            raise UnknownId(part="lead", phase=queue.admission.name, event=event,
-                            expected="a lead_id not already pending")
         entry = _LeadEntry(lead_id=event.lead_id, text=event.text, status=LeadStatus.QUEUED)
         entries, saves = _start_next_save((*queue.entries, entry))
         accepted = _LeadAccepted(lead_id=event.lead_id, kept_attachment_ids=event.attachment_ids)
@@ -317,11 +338,29 @@ def saving_id(queue: LeadQueue) -> str | None:
 
 def take_saved(queue: LeadQueue) -> tuple[LeadQueue, tuple[str, ...]]:
     """At a safe boundary: hand every saved instruction to the model together (LD-9, LD-16)."""
-    taken = saved_ids(queue)
+    queue, taken = take_saved_entries(queue)
+    return queue, tuple(entry.lead_id for entry in taken)
+
+
+def take_saved_entries(queue: LeadQueue) -> tuple[LeadQueue, tuple[LeadEntry, ...]]:
+    """:func:`take_saved`, giving the entries, so a request that never opens can
+    :func:`restore` them."""
+    if not queue.entries:
+        return queue, ()
+    taken = tuple(entry for entry in queue.entries if entry.status is LeadStatus.SAVED)
     if not taken:
         return queue, ()
     rest = tuple(entry for entry in queue.entries if entry.status is not LeadStatus.SAVED)
-    return _replace(queue, entries=rest, recent=_left(queue, *taken)), taken
+    return (_replace(queue, entries=rest,
+                     recent=_left(queue, *(entry.lead_id for entry in taken))), taken)
+
+
+def restore(queue: LeadQueue, entries: tuple[LeadEntry, ...]) -> LeadQueue:
+    """Saved instructions a request took but never delivered (its stream never opened) go back
+    to the front of the queue, in save order, ahead of anything admitted since (LD-13)."""
+    if not entries:
+        return queue
+    return _replace(queue, entries=(*entries, *queue.entries))
 
 
 def release(queue: LeadQueue) -> Step[LeadQueue]:

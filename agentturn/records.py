@@ -32,6 +32,7 @@ __all__ = [
     "KNOWN_FINISH_REASONS",
     "FinishKind",
     "FinishReason",
+    "HardStopKind",
     "OutcomeKind",
     "ResponseRecord",
     "ToolCall",
@@ -216,9 +217,37 @@ class OutcomeKind(enum.Enum):
     MALFORMED_TOOL_FORMAT = "malformed_tool_format"
     #: The host's opt-in action budget was used up (TL-1: there is none by default).
     ACTION_BUDGET = "action_budget"
-    #: The host's own authority ended the turn (``HaltTurn``): a hook, loop protection, a
+    #: The host's own authority ended the turn (``HardStopped``): a hook, loop protection, a
     #: resource limit, the automatic-continuation limit. The message says which.
     HALTED = "halted"
+
+
+class HardStopKind(enum.Enum):
+    """The one list of hard terminal paths (SG-S1) and the authorities no automatic continuation
+    overrides (SG-S3). The session's ``HardStopped``, the guard and a ``HALTED`` outcome's
+    ``halt_kind`` all use it."""
+
+    USER_CANCELLED = "user_cancelled"
+    PERMISSION_CANCELLED = "permission_cancelled"
+    POST_TOOL_USE_STOP = "post_tool_use_should_stop"
+    LOOP_PROTECTION = "loop_protection"
+    TOKEN_LIMIT = "token_limit"
+    STOP_HOOK_CAP = "stop_hook_cap"
+    GRACE_EXPIRED = "acp_grace_expired"
+    RESOURCE_LIMIT = "daemon_resource_limit"
+    #: Compacting the prompt of an ordinary request failed: the turn cannot be retried, so the
+    #: chain cannot resume and must not hold automatic queues (SG-B9).
+    COMPACTION_FAILED = "compaction_failed"
+    #: The chain's turn ended in a way it cannot resume from (an output limit, a content filter,
+    #: an unrecognized finish reason, a second malformed format, the action budget, a retry
+    #: window that ran out), or nothing that could resume it is left.
+    UNRESUMABLE = "unresumable"
+    #: The todo stop guard used its attempts; no third guard-attributable stream opens (SG-B5).
+    GUARD_BUDGET = "guard_budget"
+    #: The client closed the session (BR-4).
+    SESSION_CLOSED = "session_closed"
+    #: Any other authority of the host's.
+    OTHER = "other"
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -236,3 +265,6 @@ class TurnOutcome(Value):
     message: str = attrs.field(validator=is_str)
     #: True when the host may continue this turn with ``ContinueTurn`` (errors, TL-11).
     resumable: bool = attrs.field(default=False, validator=is_bool)
+    #: For a ``HALTED`` outcome, which authority halted it; ``None`` for every other outcome.
+    halt_kind: HardStopKind | None = attrs.field(default=None,
+                                                 validator=optional(one_of(HardStopKind)))

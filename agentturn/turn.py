@@ -86,14 +86,17 @@ from .commands import (
     RequestTitle,
     SaveLead,
     StaleAnswerIgnored,
+    UnsavedRecords,
 )
 from .errors import UnexpectedEvent, UnknownId, check_state
 from .events import (
+    AmendRequest,
     AutoTitlePreferenceChanged,
     ClientDisconnected,
+    CloseChat,
     CompactionFailed,
     ContinueTurn,
-    HaltTurn,
+    HardStopped,
     LeadSaved,
     LeadSaveFailed,
     LeadSubmitted,
@@ -112,6 +115,7 @@ from .events import (
     TitleGenerated,
     TokenLimitRejected,
     ToolFinished,
+    WithdrawRetry,
 )
 from .records import (
     FinishKind,
@@ -223,12 +227,13 @@ def _request(state: TurnState, out: _Commands, **changes: Any) -> TurnState:
         return _finalize(state, out, _outcome(
             state, OutcomeKind.ACTION_BUDGET,
             f"The turn reached the host's limit of {limit} model requests."))
-    queue, lead_ids = lead.take_saved(state.lead)
+    queue, taken = lead.take_saved_entries(state.lead)
     retry = state.next_step is NextStep.RETRY
     state = _replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
-                     lead=queue, calls=(), next_call=0, stop_decided=False,
+                     lead=queue, calls=(), next_call=0, stop_decided=False, request_leads=taken,
                      next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
-    out.append(_RequestModelStream(request_id=state.request_id, lead_ids=lead_ids,
+    out.append(_RequestModelStream(request_id=state.request_id,
+                                   lead_ids=tuple(entry.lead_id for entry in taken),
                                    corrective=retry))
     return state
 
@@ -320,6 +325,12 @@ def _unknown(state: TurnState, event: object, expected: str) -> UnknownId:
 
 def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> TurnState:
     if event.turn_id == state.turn_id:
+        if (event.message_id, event.text) == state.prompt:
+            # The client sent the same prompt again (a retry after a network blip): it started
+            # once already.
+            out.append(StaleAnswerIgnored(event="PromptSubmitted", answer_id=event.turn_id,
+                                          reason="this prompt was already received"))
+            return state
         # Request ids and write keys derive from the turn id: reused, an old request's late
         # answer could not be told from the new one's.
         raise UnknownId(part="turn", phase=state.phase.name, event=event,
@@ -341,8 +352,9 @@ def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> Turn
     state = _replace(
         state, turn_id=event.turn_id, request_seq=0, persist_seq=0, persisting=False, batch=(),
         calls=(), next_call=0, tool_in_flight=False, next_step=NextStep.REQUEST,
-        finish_reason=None, ending=None, resume_phase=None, owed=(),
-        lead=lead.open_admission(queue), title=titles.new_turn(state.title))
+        finish_reason=None, ending=None, resume_phase=None, owed=(), request_leads=(),
+        prompt=(event.message_id, event.text), lead=lead.open_admission(queue),
+        title=titles.new_turn(state.title))
     prompt = _UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (*carried, prompt), P.SAVING_PROMPT, out)
 
@@ -373,7 +385,16 @@ def _is_late(state: TurnState, event: StreamOpened | StreamCompleted | StreamFai
 def _on_stream_opened(state: TurnState, event: StreamOpened, out: _Commands) -> TurnState:
     if event.request_id != state.request_id and _is_late(state, event, out):
         return state
-    return _replace(state, phase=P.STREAMING)
+    # The stream was returned: the instructions it carries reached the model (LD-8, LD-13).
+    return _replace(state, phase=P.STREAMING, request_leads=())
+
+
+def _undelivered(state: TurnState) -> TurnState:
+    """The current request will never open: the Lead instructions it carried go back to the
+    queue, so the turn's end reports them (or a ``ContinueTurn`` sends them again, LD-13)."""
+    if not state.request_leads:
+        return state
+    return _replace(state, lead=lead.restore(state.lead, state.request_leads), request_leads=())
 
 
 def _cut_off(reason: FinishReason, calls: int) -> TurnOutcome:
@@ -422,6 +443,7 @@ def _on_request_failed(state: TurnState, event: StreamFailed | CompactionFailed
                        | TokenLimitRejected, out: _Commands) -> TurnState:
     if event.request_id != state.request_id and _is_late(state, event, out):
         return state
+    state = _undelivered(state)
     if isinstance(event, StreamFailed):
         state = _replace(state, resume_phase=P.AWAITING_STREAM)
         return _finalize(state, out, _outcome(
@@ -542,18 +564,19 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: _Commands) -> 
                     next_call=state.next_call + 1)
 
 
-def _on_stop(state: TurnState, event: StopPressed | HaltTurn, out: _Commands) -> TurnState:
+def _on_stop(state: TurnState, event: StopPressed | HardStopped, out: _Commands) -> TurnState:
     phase = state.phase
     if phase is P.IDLE or phase is P.ENDING:
         return state  # nothing runs, or the turn already ends: a second Stop changes nothing
-    if isinstance(event, HaltTurn):
-        outcome = _outcome(state, OutcomeKind.HALTED, event.reason)
+    if isinstance(event, HardStopped):
+        outcome = TurnOutcome(kind=OutcomeKind.HALTED, finish_reason=state.finish_reason,
+                              message=event.reason, halt_kind=event.kind)
     else:
         outcome = _outcome(state, OutcomeKind.CANCELLED, "Stopped by the user.")
     if phase is P.AWAITING_STREAM or phase is P.STREAMING:
         out.append(CancelStream(request_id=state.request_id))
-        state = _replace(state, cancelled_requests=state.remember(state.cancelled_requests,
-                                                                   state.request_id))
+        state = _undelivered(_replace(state, cancelled_requests=state.remember(
+            state.cancelled_requests, state.request_id)))
     elif phase is P.AWAITING_PERMISSION:
         # The notice says what the record the end writes for this call will say.
         recorded_as, _ = _SKIP_REASONS.get(outcome.kind, _ENDED_OTHERWISE)
@@ -576,6 +599,45 @@ def _on_stop_decided(state: TurnState, event: NaturalStopDecided, out: _Commands
     message = _UserMessageRecord(message_id=event.message_id, text=event.text)
     return _persist(state, (message,), P.SAVING_PROMPT, out, next_step=NextStep.REQUEST,
                     calls=(), next_call=0)
+
+
+def _on_amend(state: TurnState, event: AmendRequest, out: _Commands) -> TurnState:
+    if event.request_id != state.request_id:
+        raise _unknown(state, event, f"an amendment of request {state.request_id!r}")
+    # The request is dropped (the composing reducer never passed it on, or it could not open):
+    # an answer to it is late. The message is saved before the next request includes it (TL-5).
+    state = _undelivered(_replace(state, cancelled_requests=state.remember(
+        state.cancelled_requests, state.request_id)))
+    message = _UserMessageRecord(message_id=event.message_id, text=event.text)
+    return _persist(state, (message,), P.SAVING_PROMPT, out, calls=(), next_call=0)
+
+
+def _owed_by_resumable(state: TurnState) -> tuple[Record, ...]:
+    """What a turn that ended with a resumable error still owes if it is never continued."""
+    if state.resume_phase is None:
+        return ()
+    return state.batch + _results_for_rest(state, *_NOT_CONTINUED)
+
+
+def _on_withdraw_retry(state: TurnState, event: WithdrawRetry, out: _Commands) -> TurnState:
+    if state.resume_phase is None:
+        return state
+    # The records go to ``owed`` (the next prompt writes them first); the instructions kept for
+    # the retry are reported now, since no request will carry them (LD-13).
+    released = lead.release(state.lead)
+    out.extend(released.commands)
+    return _replace(state, owed=state.owed + _owed_by_resumable(state), resume_phase=None,
+                    batch=(), calls=(), next_call=0, lead=released.state)
+
+
+def _on_close_chat(state: TurnState, event: CloseChat, out: _Commands) -> TurnState:
+    records = state.owed + _owed_by_resumable(state)
+    released = lead.release(state.lead)
+    out.extend(released.commands)
+    if records:
+        out.append(UnsavedRecords(records=records, reason=event.reason))
+    return _replace(state, owed=(), resume_phase=None, batch=(), calls=(), next_call=0,
+                    lead=released.state)
 
 
 def _on_disconnect(state: TurnState, event: ClientDisconnected, out: _Commands) -> TurnState:
@@ -637,8 +699,11 @@ _HANDLERS: Mapping[type, _Handler] = MappingProxyType({
     PermissionDecided: _on_permission,  # type: ignore[dict-item]
     ToolFinished: _on_tool_finished,  # type: ignore[dict-item]
     StopPressed: _on_stop,  # type: ignore[dict-item]
-    HaltTurn: _on_stop,  # type: ignore[dict-item]
+    HardStopped: _on_stop,  # type: ignore[dict-item]
     NaturalStopDecided: _on_stop_decided,  # type: ignore[dict-item]
+    AmendRequest: _on_amend,  # type: ignore[dict-item]
+    WithdrawRetry: _on_withdraw_retry,  # type: ignore[dict-item]
+    CloseChat: _on_close_chat,  # type: ignore[dict-item]
     ClientDisconnected: _on_disconnect,  # type: ignore[dict-item]
     LeadSubmitted: _on_lead,  # type: ignore[dict-item]
     LeadSaved: _on_lead,  # type: ignore[dict-item]

@@ -24,7 +24,7 @@ import attrs
 
 from ._base import FieldError, State, Value, is_bool, non_negative, one_of, optional
 from .commands import Record
-from .lead import Admission, LeadQueue
+from .lead import Admission, LeadEntry, LeadQueue
 from .phases import PhaseGraph
 from .records import FinishKind, FinishReason, ToolCall, TurnOutcome
 from .titles import TitleState
@@ -110,12 +110,15 @@ TURN_GRAPH: PhaseGraph[TurnPhase] = PhaseGraph(
         ("StopPressed", [*_SAVING, P.AWAITING_PERMISSION, P.RUNNING_TOOL], [P.ENDING]),
         ("StopPressed", [P.AWAITING_STREAM, P.STREAMING, P.AWAITING_TITLE,
                          P.AWAITING_LEAD_SAVES, P.AWAITING_STOP_DECISION], _FINAL),
-        ("HaltTurn", [P.IDLE], [P.IDLE]),
-        ("HaltTurn", [P.ENDING], [P.ENDING]),
-        ("HaltTurn", [*_SAVING, P.AWAITING_PERMISSION, P.RUNNING_TOOL], [P.ENDING]),
-        ("HaltTurn", [P.AWAITING_STREAM, P.STREAMING, P.AWAITING_TITLE,
+        ("HardStopped", [P.IDLE], [P.IDLE]),
+        ("HardStopped", [P.ENDING], [P.ENDING]),
+        ("HardStopped", [*_SAVING, P.AWAITING_PERMISSION, P.RUNNING_TOOL], [P.ENDING]),
+        ("HardStopped", [P.AWAITING_STREAM, P.STREAMING, P.AWAITING_TITLE,
                       P.AWAITING_LEAD_SAVES, P.AWAITING_STOP_DECISION], _FINAL),
         ("NaturalStopDecided", [P.AWAITING_STOP_DECISION], [P.SAVING_PROMPT, *_NEXT]),
+        ("AmendRequest", [P.AWAITING_STREAM], [P.SAVING_PROMPT]),
+        ("WithdrawRetry", [P.IDLE], [P.IDLE]),
+        ("CloseChat", [P.IDLE], [P.IDLE]),
         *[("ClientDisconnected", [phase], [phase]) for phase in _EVERY],
         *[("LeadSubmitted", [phase], [phase]) for phase in _EVERY],
         *[(name, [phase], [phase])
@@ -253,6 +256,12 @@ class TurnState(State):
     cancelled_requests: tuple[str, ...] = ()
     #: The host already decided this natural stop (``NaturalStopDecided``): end, do not ask again.
     stop_decided: bool = False
+    #: Saved Lead instructions the current request carries and that its stream has not yet
+    #: confirmed delivered: a request that never opens gives them back to the queue (LD-13).
+    request_leads: tuple[LeadEntry, ...] = ()
+    #: The current (or last) turn's prompt as ``(message_id, text)``: a resend of the very same
+    #: prompt is absorbed, never started twice.
+    prompt: tuple[str, str] = ("", "")
     lead: LeadQueue
     title: TitleState
 

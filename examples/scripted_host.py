@@ -103,6 +103,8 @@ class Host:
                 self.transcript.append(f"draft back ({command.reason.value}): {command.draft}")
             case at.LeadUnapplied():
                 self.transcript.append(f"saved, unapplied: {command.lead_id}")
+            case at.UnsavedRecords():  # only from CloseChat, which this host never sends
+                self.transcript.append(f"unsaved: {len(command.records)} record(s)")
             case (at.LeadAccepted() | at.CancelStream() | at.CancelTool()
                   | at.DismissPermission() | at.StaleAnswerIgnored()):
                 pass  # nothing to do in this scripted host: no UI, nothing cancellable

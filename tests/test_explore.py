@@ -154,10 +154,13 @@ HELD_THEN = [
 @pytest.mark.parametrize("event", HELD_THEN, ids=lambda e: type(e).__name__)
 def test_an_event_that_releases_a_held_automatic_turn_is_a_declared_transition(
         event: at.Event) -> None:
-    """An error pauses the armed chain, which holds a cron turn; an event that ends the hold
-    starts that turn: IDLE -> TURN, which the session's table must declare."""
+    """The armed chain defers its natural stop for its own background work, so it holds a cron
+    turn; an event that ends the hold starts that turn: IDLE -> TURN, which the session's table
+    must declare."""
     state, _ = _play(_daemon(), [
-        *_armed(), at.StreamFailed(request_id="t1/r2", error="503"),
+        *_armed(), S.BackgroundStarted(kind=S.BackgroundKind.SHELL, item_id="build"),
+        at.StreamCompleted(request_id="t1/r2", text="Waiting.", finish_reason="stop"),
+        at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
         S.AutomaticTurnDue(turn_id="a1", message_id="a1-m", text="nightly",
                            kind=S.AutomaticKind.CRON, source_id="cron-a")])
     assert state.phase is S.SessionPhase.IDLE and len(state.deferred.turns) == 1
@@ -180,7 +183,7 @@ def test_an_earlier_drains_reply_during_another_drain_is_a_declared_transition()
         at.Persisted(key="t2/p1"), at.StreamOpened(request_id="t2/r1"),
         at.StreamCompleted(request_id="t2/r1", text="Done.", finish_reason="stop"),
         at.Persisted(key="t2/p2")])
-    assert state.phase is S.SessionPhase.DRAINING and state.drain_id == "t2/drain-2"
+    assert state.phase is S.SessionPhase.DRAINING and state.drain_id == "t2/drain-1"
     after, commands = S.reduce(state, S.MidTurnDrained(drain_id="t1/drain-1",
                                                        messages=("typed during t1",)))
     assert commands == (S.RestoreMidTurnMessages(drain_id="t1/drain-1",
@@ -310,9 +313,10 @@ def test_a_compaction_failure_that_suspends_the_chain_offers_follow_ups() -> Non
 
 
 @pytest.mark.req("SG-B9", "SO-8")
-def test_a_combined_continuation_that_fails_compaction_says_the_hook_may_continue() -> None:
+def test_a_combined_continuation_that_fails_compaction_continues_with_the_hook_alone() -> None:
     """A Stop hook and the guard both continue one stop; that combined request fails
-    compaction: the host is told the hook may still continue (HookMayContinue)."""
+    compaction: the guard is suspended and the session itself saves the hook's reason alone
+    and asks again (no HookMayContinue dead end, issue 18)."""
     state = S.Session.create(S.SessionConfig(
         chat_id="chat", turn=at.TurnConfig(auto_title=False), stop_hooks=True,
         guard=g.GuardConfig(todo_stop_guard=True, daemon=True)))
@@ -322,4 +326,6 @@ def test_a_combined_continuation_that_fails_compaction_says_the_hook_may_continu
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
         S.StopHookDecided(run_id="t1/hooks-1", block=True, reason="Tests fail."),
         at.Persisted(key="t1/p5"), at.CompactionFailed(request_id="t1/r3", reason="too long")])
-    assert any(isinstance(c, g.HookMayContinue) for c in commands)
+    assert not any(isinstance(c, g.HookMayContinue | at.EndTurn) for c in commands)
+    assert [r.text for c in commands if isinstance(c, at.Persist) for r in c.records] == [
+        "Tests fail."]

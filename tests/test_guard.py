@@ -136,7 +136,7 @@ def _in_chain_phase(phase: g.GuardPhase) -> Guard:
         g.GuardPhase.ACTIVE: [],
         g.GuardPhase.CONTINUING: [g.NaturalStop(hook_reason="lint")],
         g.GuardPhase.PAUSED: [g.RequestErrored(kind=g.ErrorKind.API)],
-        g.GuardPhase.SUSPENDED: [g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        g.GuardPhase.SUSPENDED: [g.HardStopped(kind=g.HardStopKind.USER_CANCELLED)],
         g.GuardPhase.AWAITING_PROMPT: [g.NaturalStop(queued_prompt=True)],
     }
     guard.send(*moves[phase])
@@ -266,7 +266,7 @@ def test_only_the_observation_before_post_tool_use_hooks_is_trusted() -> None:
     assert not guard.state.armed
     guard.write("pending", point=g.ObservationPoint.AFTER_STATUS)
     assert guard.state.armed
-    guard.send(g.HardStop(kind=g.HardStopKind.POST_TOOL_USE_STOP))
+    guard.send(g.HardStopped(kind=g.HardStopKind.POST_TOOL_USE_STOP))
     assert not continues(guard.stop())
 
 
@@ -487,7 +487,7 @@ def test_a_related_automatic_turn_with_no_chain_starts_one() -> None:
 def test_a_related_automatic_turn_never_revives_a_suspended_chain() -> None:
     """req: SG-A11, SG-S1 — suspended: no new chain, nothing held, state unchanged."""
     guard = armed()
-    guard.send(g.HardStop(kind=g.HardStopKind.USER_CANCELLED))
+    guard.send(g.HardStopped(kind=g.HardStopKind.USER_CANCELLED))
     before = guard.state
     assert guard.send(automatic("note-1")) == ()
     assert guard.state == before
@@ -544,7 +544,7 @@ def test_a_related_background_result_clears_a_pause_but_not_a_suspension() -> No
     assert guard.state.phase is g.GuardPhase.PAUSED
     guard.send(g.BackgroundResult(related=True))
     assert guard.state.phase is g.GuardPhase.ACTIVE
-    guard.send(g.HardStop(kind=g.HardStopKind.LOOP_PROTECTION))
+    guard.send(g.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION))
     guard.send(g.BackgroundResult(related=True))
     assert guard.state.phase is g.GuardPhase.SUSPENDED
 
@@ -563,7 +563,8 @@ def test_trust_clearing_events_drop_all_guard_state(kind: g.TrustClearingKind) -
 
 @pytest.mark.req("SG-A13")
 @pytest.mark.parametrize("event", [
-    g.ClientAttached(), g.ModelChanged(), g.ApprovalModeChanged(mode=g.ApprovalMode.AUTO_EDIT),
+    g.ClientAttached(client_id="c"), g.ModelChanged(),
+    g.ApprovalModeChanged(mode=g.ApprovalMode.AUTO_EDIT),
     g.ApprovalModeChanged(mode=g.ApprovalMode.YOLO)], ids=["attach", "model", "auto-edit", "yolo"])
 def test_attach_model_and_non_plan_mode_changes_keep_the_chain(event: at.Event) -> None:
     """req: SG-A13 — same state, no new work chain."""
@@ -592,17 +593,21 @@ def test_late_results_of_an_invalidated_turn_cannot_rearm() -> None:
 
 
 @pytest.mark.req("SG-A14")
-def test_a_retry_naming_the_invalidated_turn_starts_a_fresh_chain_it_cannot_arm() -> None:
-    """req: SG-A14, SG-A8 — after a rewind invalidates t1, RetryOrContinue(t1) starts a fresh
-    chain, and t1's todo writes (start and result) never arm it; a retry with a new id can."""
+def test_a_retry_naming_the_invalidated_turn_starts_a_fresh_chain_its_own_writes_arm() -> None:
+    """req: SG-A14, SG-A8 — after a rewind invalidates t1, t1's writes never arm; a
+    RetryOrContinue(t1) starts a fresh chain, where a result of a call started before the
+    invalidation still cannot arm, and the retry's own new trusted write can."""
     guard = Guard()
     guard.prompt("t1")
+    guard.send(g.TodoWriteStarted(call_id="before", turn_id="t1"))
     guard.send(g.TrustCleared(kind=g.TrustClearingKind.REWIND, invalidated_turn_id="t1"))
-    assert guard.send(g.RetryOrContinue(turn_id="t1")) == (g.StartWorkChain(chain=2),)
     guard.write("pending", turn_id="t1")
+    assert not guard.state.armed
+    assert guard.send(g.RetryOrContinue(turn_id="t1")) == (g.StartWorkChain(chain=2),)
+    guard.send(g.TodoWriteResult(call_id="before", turn_id="t1", envelope=todos("pending"),
+                                 succeeded=True))
     assert not guard.state.armed and not continues(guard.stop())
-    guard.send(g.RetryOrContinue(turn_id="t1-retry"))
-    guard.write("pending", turn_id="t1-retry")
+    guard.write("pending", turn_id="t1")
     assert guard.state.armed and continues(guard.stop())
 
 
@@ -682,11 +687,13 @@ def test_a_stream_failure_after_it_opened_consumes_the_attempt() -> None:
 
 @pytest.mark.req("SG-B4")
 def test_a_tool_result_follow_up_of_a_guard_stream_counts() -> None:
-    """req: SG-B4 — the follow-up is attempt 2; after it no third stream opens at the stop."""
+    """req: SG-B4 — the follow-up is attempt 2 and, with todos unfinished, carries the second
+    continuation's text; after it no third stream opens at the stop."""
     guard = armed()
     guard.continue_once()
     assert guard.send(g.ToolResultsReady()) == (
-        g.SendToolResults(sponsor=g.Sponsor.GUARD, attempt=2),)
+        g.SendToolResults(sponsor=g.Sponsor.GUARD, attempt=2,
+                          text=g.continuation_text(2, guard.state.unfinished)),)
     guard.send(g.GuardStreamOpened())
     assert guard.state.attempts == 2
     assert not continues(guard.stop())
@@ -736,17 +743,33 @@ def test_mid_turn_input_sponsors_the_tool_result_send_without_using_the_attempt(
 
 @pytest.mark.req("SG-B8")
 def test_a_coalesced_hook_loop_sends_its_results_without_a_guard_attempt() -> None:
-    """req: SG-B8, SO-8 — one combined continuation; its tool results go through the hook's
-    own loop: no guard prompt, no guard attempt."""
-    guard = armed()
+    """req: SG-B8, SO-8 — one combined continuation that completed every todo; its tool results
+    go through the hook's own loop: no guard prompt, no guard attempt."""
+    guard = armed(("pending",))
     (command,) = guard.stop(hook_reason="tests are failing")
     assert isinstance(command, g.ContinueWithGuardPrompt)
     assert command.hook_reason == "tests are failing" and command.attempt == 1
     guard.send(g.GuardStreamOpened())
+    guard.write("completed")
     assert guard.send(g.ToolResultsReady()) == (
-        g.SendToolResults(sponsor=g.Sponsor.STOP_HOOK),)
+        g.SendToolResults(sponsor=g.Sponsor.STOP_HOOK), g.ReleaseAutomaticQueues())
     guard.send(g.OrdinaryStreamOpened())
     assert guard.state.attempts == 1
+
+
+@pytest.mark.req("SG-B1", "SG-B4", "SO-8")
+def test_a_coalesced_stream_that_leaves_todos_unfinished_counts_its_follow_up() -> None:
+    """req: SG-B1, SG-B4, SO-8 — a combined hook + guard stream returns tool calls with todos
+    still unfinished: its follow-up is the guard's attempt 2 (with the final text), and no
+    third guard-attributable stream opens after it."""
+    guard = armed()
+    guard.stop(hook_reason="tests are failing")
+    guard.send(g.GuardStreamOpened())
+    assert guard.send(g.ToolResultsReady()) == (g.SendToolResults(
+        sponsor=g.Sponsor.GUARD, attempt=2, text=g.continuation_text(2, 2)),)
+    guard.send(g.GuardStreamOpened())
+    assert guard.state.attempts == 2
+    assert not continues(guard.stop(hook_reason="still failing"))
 
 
 @pytest.mark.req("SG-B9")
@@ -816,7 +839,7 @@ def test_decide_gives_a_typed_decision_and_reason(
         guard.continue_once()
         guard.continue_once()
     extra = {"paused": g.RequestErrored(kind=g.ErrorKind.API),
-             "suspended": g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT),
+             "suspended": g.HardStopped(kind=g.HardStopKind.TOKEN_LIMIT),
              "plan": g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)}.get(setup)
     if extra is not None:
         guard.send(extra)
@@ -853,7 +876,7 @@ def test_holds_automatic_turns_while_the_chain_can_resume(script: str, holds: bo
         "armed": ["prompt", "write"],
         "continuing": ["prompt", "write", g.NaturalStop()],
         "paused-armed": ["prompt", "write", g.RequestErrored(kind=g.ErrorKind.API)],
-        "suspended": ["prompt", "write", g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        "suspended": ["prompt", "write", g.HardStopped(kind=g.HardStopKind.USER_CANCELLED)],
         "awaiting": ["prompt", "write", g.NaturalStop(queued_prompt=True)],
         "disarmed-in-guard-loop": ["prompt", "write", g.NaturalStop(), g.GuardStreamOpened(),
                                    "complete"],
@@ -896,7 +919,7 @@ def test_every_end_of_the_hold_releases_the_queues_exactly_once(end: str) -> Non
     assert g.holds_automatic_turns(guard.state)
     ending: dict[str, Any] = {
         "exhaustion": lambda: guard.stop(),
-        "hard-stop": lambda: guard.send(g.HardStop(kind=g.HardStopKind.STOP_HOOK_CAP)),
+        "hard-stop": lambda: guard.send(g.HardStopped(kind=g.HardStopKind.STOP_HOOK_CAP)),
         "compaction-failure": lambda: guard.send(
             g.GuardStreamNotOpened(reason=g.NotOpenedReason.COMPACTION_FAILED)),
         "trust-cleared": lambda: guard.send(g.TrustCleared(kind=g.TrustClearingKind.FORK)),
@@ -921,7 +944,7 @@ def test_the_two_stream_commands_await_answers_and_the_rest_are_notices() -> Non
     for kind in (g.ContinueWithGuardPrompt, g.SendToolResults):
         assert issubclass(kind, at.AwaitingCommand)
         assert {"GuardStreamOpened", "GuardStreamNotOpened", "RequestErrored",
-                "HardStop"} <= set(kind.answered_by)
+                "HardStopped"} <= set(kind.answered_by)
         assert set(kind.answered_by) <= set(g.__all__)
     assert "OrdinaryStreamOpened" in g.SendToolResults.answered_by
     assert g.ContinueWithGuardPrompt(attempt=1, unfinished=1, text="x").answer_id is None
@@ -944,7 +967,7 @@ def test_hard_paths_suspend_and_only_a_new_prompt_revives(kind: g.HardStopKind) 
     """req: SG-S1 — suspended: retry, related results, a related automatic turn and even a
     fresh todo write do not revive; a new ordinary prompt plus a trusted arm does."""
     guard = armed()
-    guard.send(g.HardStop(kind=kind))
+    guard.send(g.HardStopped(kind=kind))
     guard.send(g.RetryOrContinue(turn_id="t1"), g.BackgroundResult(related=True),
                g.AutomaticTurnStarted(turn_id="n", kind=g.AutomaticTurnKind.NOTIFICATION,
                                       related=True))
@@ -981,7 +1004,7 @@ def test_the_guard_never_overrides_the_authorities(kind: g.HardStopKind) -> None
     can approve a permission or cancel anything."""
     guard = armed()
     guard.stop()
-    guard.send(g.HardStop(kind=kind))
+    guard.send(g.HardStopped(kind=kind))
     with pytest.raises(at.ProtocolError):
         guard.send(g.GuardStreamOpened())  # the pending continuation is gone
     vocabulary = {g.StartWorkChain, g.ContinueWithGuardPrompt, g.SendToolResults,

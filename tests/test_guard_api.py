@@ -134,7 +134,7 @@ def _reach(phase: g.GuardPhase) -> g.GuardState:
         g.GuardPhase.ACTIVE: armed,
         g.GuardPhase.CONTINUING: [*armed, g.NaturalStop()],
         g.GuardPhase.PAUSED: [*armed, g.RequestErrored(kind=g.ErrorKind.API)],
-        g.GuardPhase.SUSPENDED: [*armed, g.HardStop(kind=g.HardStopKind.USER_CANCELLED)],
+        g.GuardPhase.SUSPENDED: [*armed, g.HardStopped(kind=g.HardStopKind.USER_CANCELLED)],
         g.GuardPhase.AWAITING_PROMPT: [*armed, g.NaturalStop(queued_prompt=True)],
     }
     state = g.GuardState.create(g.GuardConfig() if phase is g.GuardPhase.OFF else ON)
@@ -157,10 +157,11 @@ SAMPLES: list[at.Event] = [
     g.NaturalStop(), g.NaturalStop(queued_prompt=True), g.NaturalStop(hook_reason="lint"),
     g.GuardStreamOpened(), g.GuardStreamNotOpened(reason=g.NotOpenedReason.COMPACTION_FAILED),
     g.OrdinaryStreamOpened(), g.ToolResultsReady(), g.RequestErrored(kind=g.ErrorKind.API),
-    g.HardStop(kind=g.HardStopKind.TOKEN_LIMIT),
+    g.HardStopped(kind=g.HardStopKind.TOKEN_LIMIT),
     g.TrustCleared(kind=g.TrustClearingKind.FORK, invalidated_turn_id="t"),
     g.ForegroundPromptSettled(turn_id="t"), g.QueuedPromptAborted(last=True),
-    g.ClientAttached(), g.ModelChanged(), g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN),
+    g.ClientAttached(client_id="c"), g.ModelChanged(),
+    g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN),
     g.ApprovalModeChanged(mode=g.ApprovalMode.YOLO), g.SettingsChanged(todo_stop_guard=True),
 ]
 

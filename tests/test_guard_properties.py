@@ -317,7 +317,7 @@ class GuardHost(RuleBasedStateMachine):
         self.send(g.RequestErrored(kind=data.draw(st.sampled_from(g.ErrorKind))))
 
     def move_hard(self, data: st.DataObject) -> None:
-        self.send(g.HardStop(kind=data.draw(st.sampled_from(g.HardStopKind))))
+        self.send(g.HardStopped(kind=data.draw(st.sampled_from(g.HardStopKind))))
 
     def move_trust(self, data: st.DataObject) -> None:
         invalidated = data.draw(st.sampled_from([None, self.turn or None]))
@@ -347,7 +347,8 @@ class GuardHost(RuleBasedStateMachine):
 
     def move_noise(self, data: st.DataObject) -> None:
         self.send(data.draw(st.sampled_from([
-            g.ClientAttached(), g.ModelChanged(), g.SettingsChanged(todo_stop_guard=False),
+            g.ClientAttached(client_id="c"), g.ModelChanged(),
+            g.SettingsChanged(todo_stop_guard=False),
             g.QueuedPromptAborted(last=True), g.QueuedPromptAborted(last=False),
             g.ForegroundPromptSettled(turn_id=self.turn or "x"),
             g.ForegroundPromptSettled(turn_id=self.invalidated or "x", errored=True),

@@ -362,12 +362,24 @@ def test_instructions_reaching_one_boundary_apply_together_in_save_order() -> No
     assert len(driver.of(at.RequestModelStream)) == 2
 
 
-def test_a_repeated_lead_id_is_host_misuse() -> None:
-    """Two pending instructions with one id: ProtocolError, the queue unchanged."""
+@pytest.mark.req("LD-4", "LD-7")
+def test_a_resent_lead_is_absorbed_and_a_reused_id_refused() -> None:
+    """req: LD-4, LD-7 — a client's resend (same id, same text) is absorbed, never saved twice;
+    the same id with another text comes back as a draft; the queue is unchanged either way."""
     queue = lead.open_admission(lead.LeadQueue.create("c"))
     queue = lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="a")).state
-    with pytest.raises(at.ProtocolError):
-        lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="b"))
+    again = lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="a"))
+    assert again.state is queue
+    assert again.commands == (at.StaleAnswerIgnored(
+        event="LeadSubmitted", answer_id="l", reason="this instruction was already received"),)
+    other = lead.reduce(queue, at.LeadSubmitted(chat_id="c", lead_id="l", text="b"))
+    assert other.state is queue
+    assert other.commands == (at.ReturnDraft(
+        lead_id="l", reason=at.DraftReason.DUPLICATE_ID, draft="b",
+        message="Another Lead instruction already has this id; your text was not sent."),)
+    taken, _ = lead.take_saved(lead.reduce(queue, at.LeadSaved(lead_id="l")).state)
+    late = lead.reduce(taken, at.LeadSubmitted(chat_id="c", lead_id="l", text="a"))
+    assert late.state is taken and isinstance(late.commands[0], at.StaleAnswerIgnored)
 
 
 # --- regressions found by review (issue 8) ----------------------------------------------------

@@ -126,12 +126,18 @@ def test_an_ack_for_no_save_in_flight_is_refused_with_its_particulars(event: Lea
 
 @pytest.mark.req("LD-4")
 def test_a_repeated_lead_id_is_refused_with_its_particulars() -> None:
-    """A second pending instruction with the id of one already pending: ``UnknownId`` with its
-    particulars (kills the mutants of ``reduce``'s error arguments)."""
+    """A second pending instruction with the id of one already pending and another text: its
+    draft comes back with ``DUPLICATE_ID`` and the exact message; the same text is a resend,
+    absorbed with its reason; the queue is unchanged either way."""
+    queue = busy_queue()
     event = submitted("l2", "again")
-    error = raised(busy_queue(), event)
-    assert (error.part, error.phase, error.event, error.expected) == (
-        "lead", "OPEN", event, "a lead_id not already pending")
+    assert lead.reduce(queue, event) == at.Step(queue, (at.ReturnDraft(
+        lead_id="l2", reason=at.DraftReason.DUPLICATE_ID, draft="again",
+        message="Another Lead instruction already has this id; your text was not sent."),))
+    assert lead.reduce(queue, submitted("l2", "two")) == at.Step(queue, (at.StaleAnswerIgnored(
+        event="LeadSubmitted", answer_id="l2", reason="this instruction was already received"),))
+    other_chat = submitted("l2", "two", chat_id="elsewhere")
+    assert lead.reduce(queue, other_chat).commands[0].reason is at.DraftReason.NOT_OWNER
 
 
 @pytest.mark.req("LD-9", "LD-16", "LD-4")

@@ -658,8 +658,9 @@ def test_a_full_queue_evicts_its_oldest_unrelated_turn_and_forgets_its_prompt() 
     assert host.send(_due("a1", "n1")) == [se.AutomaticTurnDeferred(turn_id="a1")]
     assert host.send(_due("a2", "n2")) == [
         se.AutomaticTurnDeferred(turn_id="a2"),
-        se.AutomaticTurnDropped(turn_id="a1", reason="the deferred queue is full; the oldest "
-                                                     "unrelated automatic turn made room")]
+        se.AutomaticTurnDropped(turn_id="a1", message_id="a1-m", text="run a1",
+                                reason="the deferred queue is full; the oldest unrelated "
+                                       "automatic turn made room")]
     # The evicted turn's prompt goes with it (kills ``_forget_prompt`` of ``None`` in ``_hold``).
     assert host.state.deferred_prompts == (("a2", "a2-m", "run a2"),)
     host.responses.extend([say("Done."), say("Ran a2.")])
@@ -687,7 +688,9 @@ def test_a_full_queue_of_related_turns_drops_an_unrelated_one_by_name() -> None:
     host = _awaiting_a_reported_prompt(1)
     assert host.send(_due("r1", "sh1")) == [se.AutomaticTurnDeferred(turn_id="r1")]
     assert host.send(_due("u1", "elsewhere")) == [se.AutomaticTurnDropped(
-        turn_id="u1", reason="the deferred queue is full of turns related to the live work chain")]
+        turn_id="u1", message_id="u1-m", text="run u1",
+        reason="the deferred queue is full of turns related to the live work chain; deliver it "
+               "again once one has run")]
     assert [t.turn_id for t in host.state.deferred.turns] == ["r1"]
 
 
@@ -695,11 +698,13 @@ def test_a_full_queue_of_related_turns_drops_an_unrelated_one_by_name() -> None:
 def test_a_related_turn_with_no_room_that_may_not_run_now_is_dropped_with_the_reason() -> None:
     """A related turn finds the queue full of related turns while the idle chain awaits a
     queued prompt: the queue keeps its bound, the turn may not start before that prompt, so it
-    is dropped with the exact reason; the held related turn keeps its place."""
+    is handed back whole with the exact reason; the held related turn keeps its place."""
     host = _awaiting_a_reported_prompt(1)
     host.send(_due("r1", "sh1"))
     assert host.send(_due("r2", "sh1")) == [se.AutomaticTurnDropped(
-        turn_id="r2", reason="no room to hold it and it may not run now")]
+        turn_id="r2", message_id="r2-m", text="run r2",
+        reason="the deferred queue is full of turns related to the live work chain; deliver it "
+               "again once one has run")]
     assert [t.turn_id for t in host.state.deferred.turns] == ["r1"]
     assert host.state.phase is se.SessionPhase.IDLE
 
@@ -799,7 +804,8 @@ def test_closing_hands_back_every_held_turn_and_queued_prompt_with_the_reason() 
     assert closing == [
         se.PromptRefused(prompt_id="q1", text="later",
                          reason="the session closed before this prompt ran"),
-        se.AutomaticTurnDropped(turn_id="a1", reason="the session closed"),
+        se.AutomaticTurnDropped(turn_id="a1", message_id="a1-m", text="run a1",
+                                reason="the session closed"),
         se.CloseSession(reason="The session was closed.")]
 
 
@@ -877,7 +883,7 @@ def test_late_hook_answers_and_aborts_of_prompts_not_queued_are_absorbed_with_th
                               reason="the Stop hooks' answer is no longer awaited")]
     assert host.send(se.PromptAborted(prompt_id="q9")) == [
         at.StaleAnswerIgnored(event="PromptAborted", answer_id="q9",
-                              reason="this prompt is not queued (started or aborted)")]
+                              reason="this prompt is not queued here")]
 
 
 def _late_drain() -> Host:
@@ -913,10 +919,10 @@ def test_a_reply_to_another_drain_leaves_the_late_drain_awaited() -> None:
     messages, when they come, still join the running turn as Lead instructions (kills ``or``
     for ``and`` in ``_on_drained`` and the altered reason)."""
     host = _late_drain()
-    assert host.send(se.MidTurnDrained(drain_id="t0/drain-1")) == [
-        at.StaleAnswerIgnored(event="MidTurnDrained", answer_id="t0/drain-1",
-                              reason="the drain is no longer awaited")]
-    assert host.state.late_drain == "t1/drain-1"
+    before = host.state
+    with pytest.raises(at.UnknownId):  # a drain this session never issued (issue 18, defect 22)
+        se.reduce(before, se.MidTurnDrained(drain_id="t0/drain-1"))
+    assert host.state is before and host.state.late_drain == "t1/drain-1"
     host.send(se.MidTurnDrained(drain_id="t1/drain-1", messages=("late",)))
     assert host.user_messages()[-1] == "late"
     assert not host.commands(se.RestoreMidTurnMessages)
@@ -1001,11 +1007,11 @@ def test_a_hook_continuation_with_a_prompt_queued_is_counted_as_a_hook_call() ->
 
 
 @pytest.mark.req("SO-6", "SO-1")
-def test_the_stop_hook_cap_ends_the_streak_for_a_turn_that_goes_on_with_lead() -> None:
-    """With a cap of one block, the hooks block twice in a row: the second is the cap (one
-    ``Warn``), but a Lead instruction saved while they ran makes the turn go on with it. The cap
-    ended the streak, so at the next stop a block is the first of a new streak: its reason is
-    the continuation, and no second warning comes (kills the kept ``hook_blocks``)."""
+def test_a_lead_saved_while_the_hooks_run_sets_their_answer_aside() -> None:
+    """With a cap of one block, the hooks block once (its reason continues the turn); a Lead
+    instruction saved while the second run runs is mid-turn input (SO-1): that run's block is
+    set aside, unsaved and uncounted, and the turn goes on with the Lead; at the next stop a
+    block is the second in a row, the cap: one ``Warn`` and the turn ends."""
     host = Host(stop_hooks=True, stop_hook_cap=1)
     host.responses.extend([say("One."), say("Two."), say("Three."), say("Four.")])
     host.hooks = lambda c: None  # each run is answered by the test
@@ -1016,9 +1022,10 @@ def test_the_stop_hook_cap_ends_the_streak_for_a_turn_that_goes_on_with_lead() -
               attrs.evolve(block, run_id="t1/hooks-2"))
     host.send(attrs.evolve(block, run_id="t1/hooks-3"))
     assert [w.text for w in host.commands(se.Warn)] == [
-        "The Stop hook blocked 1 time in a row; its block is set aside and the turn goes on "
-        "only with your new instructions."]
-    assert host.user_messages() == ["Port the parser", "Tests fail.", "use tabs", "Tests fail."]
+        "The Stop hook blocked 1 time in a row; the turn ends here."]
+    assert host.user_messages() == ["Port the parser", "Tests fail.", "use tabs"]
+    assert [(c.consecutive_blocks, c.cap) for c in host.commands(se.RunStopHooks)] == [
+        (0, 1), (1, 1), (1, 1)]
 
 
 @pytest.mark.req("SG-S1", "SG-B3", "TL-2")
@@ -1039,10 +1046,10 @@ def test_a_guard_continuation_rejected_by_the_token_limit_suspends_the_chain_unc
 
 
 @pytest.mark.req("SG-A12", "SG-A14")
-def test_a_continue_naming_a_turn_rewound_while_it_ran_never_arms() -> None:
+def test_a_continue_naming_a_turn_rewound_while_it_ran_starts_a_fresh_chain() -> None:
     """The running turn is rewound, then its request fails and the host continues it: the
-    continued turn is the invalidated one, so its todo list never arms the guard and its stop
-    gets no guard continuation."""
+    continue starts a fresh chain (SG-A8), which the continued turn's own new todo write arms,
+    so its stop gets a guard continuation (issue 18, defect 20)."""
     host = armed(Host())
     host.responses.pop()
     host.send(PROMPT)
@@ -1051,10 +1058,11 @@ def test_a_continue_naming_a_turn_rewound_while_it_ran_never_arms() -> None:
     host.send(at.StreamFailed(request_id=request.request_id, error="reset"))
     host.tool_results["tw2"] = {"output": "1 todo", "structured": todos("pending")}
     host.responses.extend([say("Again.", todo_call("tw2")), say("Stopping.")])
+    chain = host.state.guard.chain
     host.send(at.ContinueTurn(turn_id="t1"))
-    assert host.outcomes() == [at.OutcomeKind.ERROR, at.OutcomeKind.FINISHED]
-    assert not host.published(se.EntryKind.GUARD_CHUNK)
-    assert not host.state.guard.armed
+    assert host.outcomes() == [at.OutcomeKind.ERROR]
+    assert host.state.guard.chain == chain + 1 and host.state.guard.armed
+    assert g.is_guard_prompt(host.user_messages()[-1])
 
 
 @pytest.mark.req("BR-4", "OB-6")

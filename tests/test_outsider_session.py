@@ -178,7 +178,7 @@ def with_permission_call(host: Host, *, queued: bool = False) -> None:
 
 GARBAGE = [
     None, object(), 42, "PromptSubmitted", g.NaturalStop(), g.GuardStreamOpened(),
-    g.OrdinaryPromptStarted(turn_id="t"), g.ClientAttached(), at.ContinueTurn(turn_id="zz"),
+    g.OrdinaryPromptStarted(turn_id="t"), g.MidTurnMessage(), at.ContinueTurn(turn_id="zz"),
     at.NaturalStopDecided(request_id="r"), at.PersistFailed(key="k", reason="r"),
     s.TimerFired(key="nope"), s.StopHookDecided(run_id="nope", block=False),
     s.MidTurnDrained(drain_id="nope"), at.TitleGenerated(request_id="nope", title="x"),
@@ -670,11 +670,19 @@ def test_queued_prompts_with_repeated_ids_or_past_the_bound_come_back() -> None:
     assert len(host.state.fifo) == 32
 
 
-def test_a_repeated_pending_lead_id_is_a_protocol_error_and_changes_nothing() -> None:
+def test_a_repeated_pending_lead_id_is_handed_back_and_changes_nothing() -> None:
+    """A resend with the same text is absorbed; the same id with another text comes back as a
+    draft (DUPLICATE_ID); neither changes the session (issue 18: idempotent resends)."""
     host = Host()
     host.prompt()
     host.send(at.LeadSubmitted(chat_id="chat-1", lead_id="L1", text="a"))
-    host.refused(at.LeadSubmitted(chat_id="chat-1", lead_id="L1", text="b"))
+    before = host.state
+    assert of(host.send(at.LeadSubmitted(chat_id="chat-1", lead_id="L1", text="a")),
+              at.StaleAnswerIgnored)
+    assert [(c.reason, c.draft) for c in of(host.send(at.LeadSubmitted(
+        chat_id="chat-1", lead_id="L1", text="b")), at.ReturnDraft)] == [
+        (at.DraftReason.DUPLICATE_ID, "b")]
+    assert host.state == before
 
 
 def test_a_lead_for_another_chat_keeps_the_draft() -> None:
@@ -729,8 +737,20 @@ def closed_host() -> Host:
     s.TimerFired(key="t1/drain-1"),
     at.ContinueTurn(turn_id="t1"),
 ], ids=lambda e: type(e).__name__)
-def test_events_for_a_closed_session_are_refused_without_change(event: object) -> None:
-    closed_host().refused(event)
+def test_events_racing_the_close_are_absorbed_or_handed_back_without_change(event: object
+                                                                           ) -> None:
+    """A race a real UI produces after close is never a ProtocolError: its text comes back
+    (PromptRefused, AutomaticTurnDropped) or it is absorbed (StaleAnswerIgnored); nothing
+    changes (issue 18, defect 16)."""
+    host = closed_host()
+    before = host.state
+    cmds = host.send(event)
+    assert host.state == before
+    assert [type(c) for c in cmds] in ([s.PromptRefused], [s.AutomaticTurnDropped],
+                                       [at.StaleAnswerIgnored])
+    text = getattr(event, "text", None)
+    if text is not None:
+        assert [c.text for c in cmds] == [text]
 
 
 @pytest.mark.req("BR-4")
@@ -917,8 +937,7 @@ def test_background_defers_the_guard_and_its_result_keeps_the_chain() -> None:
     assert d1 == (s.AutomaticTurnDeferred(turn_id="cron-1"),)
     assert d2 == (s.AutomaticTurnDeferred(turn_id="cron-2", coalesced_into="cron-1"),)
     # the related result runs at once, within the chain: the guard continues it
-    host.send(s.BackgroundEnded(item_id="build"))
-    host.send(s.NotificationQueued(notification_id="n1", source_id="build"))
+    host.send(s.BackgroundEnded(item_id="build", notification_id="n1"))
     run = host.send(s.AutomaticTurnDue(turn_id="n-1", message_id="n-1/m", text="build ok",
                                        kind=s.AutomaticKind.NOTIFICATION, source_id="build"))
     assert user_texts(run) == ["build ok"]

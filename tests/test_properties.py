@@ -77,6 +77,9 @@ class TurnHost(RuleBasedStateMachine):
         self.must_end_cut = False
         self.lost_write = False
         self.leads: dict[str, str] = {}  # lead id -> text, for leads accepted and not resolved
+        #: Leads the current request carries: applied once its stream opens, back to ``leads``
+        #: if it never does (LD-13).
+        self.carried: dict[str, str] = {}
         self.lead_saved: set[str] = set()
         self.resolved: dict[str, str] = {}  # lead id -> how it ended
         self.admission_closed = False
@@ -156,6 +159,9 @@ class TurnHost(RuleBasedStateMachine):
             self.persist = None
         elif isinstance(event, at.StreamOpened):
             self.stream_open = True
+            for lead_id in list(self.carried):
+                self.carried.pop(lead_id)
+                self.resolve(lead_id, "applied")
         elif isinstance(event, at.StreamCompleted):
             self.request, self.stream_open = None, False
             self.last_finish = self.config.finish_reason(event.finish_reason)
@@ -166,6 +172,7 @@ class TurnHost(RuleBasedStateMachine):
             self.malformed_prev = event.malformed_tool_format
         elif isinstance(event, at.StreamFailed | at.CompactionFailed | at.TokenLimitRejected):
             self.request, self.stream_open = None, False
+            self.uncarry()
         elif isinstance(event, at.PermissionDecided):
             self.permission = None
             self.decided.append(event.call_id)
@@ -182,6 +189,11 @@ class TurnHost(RuleBasedStateMachine):
             self.renamed = True
         elif isinstance(event, at.AutoTitlePreferenceChanged):
             self.title_pref = event.enabled
+
+    def uncarry(self) -> None:
+        """The request never opened: the Leads it carried are pending again (LD-13)."""
+        self.leads = {**self.carried, **self.leads}
+        self.carried = {}
 
     def resolve(self, lead_id: str, how: str) -> None:
         assert lead_id not in self.resolved, f"Lead {lead_id} answered twice"
@@ -219,7 +231,7 @@ class TurnHost(RuleBasedStateMachine):
             assert not self.must_end_malformed, "TL-6: a request after two malformed responses"
             for lead_id in command.lead_ids:
                 assert lead_id in self.lead_saved, "LD-8: an unsaved Lead reached the model"
-                self.resolve(lead_id, "applied")
+                self.carried[lead_id] = self.leads.pop(lead_id)
             assert not self.lead_saved & set(self.leads), \
                 "LD-16: a saved Lead was left out of the request"
             self.request = command
@@ -239,14 +251,15 @@ class TurnHost(RuleBasedStateMachine):
             self.decided.append(self.permission.call_id)
             self.permission = None
         elif isinstance(command, at.CancelTool):
-            assert isinstance(self.current, at.StopPressed | at.HaltTurn), \
+            assert isinstance(self.current, at.StopPressed | at.HardStopped), \
                 "LD-10: only Stop (or the host's halt) cancels a tool"
             assert self.tool is not None and self.tool.call_id == command.call_id
         elif isinstance(command, at.CancelStream):
-            assert isinstance(self.current, at.StopPressed | at.HaltTurn)
+            assert isinstance(self.current, at.StopPressed | at.HardStopped)
             assert self.request is not None and command.request_id == self.request.request_id
             self.cancelled.append(command.request_id)
             self.request, self.stream_open = None, False
+            self.uncarry()
         elif isinstance(command, at.EndTurn):
             self.check_end(command)
             self.deciding = None
@@ -497,7 +510,7 @@ class TurnHost(RuleBasedStateMachine):
         if data.draw(st.sampled_from([True, True, False])):
             self.send(at.StopPressed())
         else:
-            self.send(at.HaltTurn(reason="Loop protection stopped the turn."))
+            self.send(at.HardStopped(reason="Loop protection stopped the turn."))
         self.deciding = None  # a stop being decided is decided by Stop
 
     def move_decide(self, data: st.DataObject) -> None:

@@ -339,8 +339,9 @@ def test_grace_expiry_halts_the_turn_and_never_approves() -> None:
     assert se.PromptRefused(prompt_id="q1", text="after",
                             reason="the session closed before this prompt ran") in commands
     assert host.state.phase is se.SessionPhase.CLOSED
-    with pytest.raises(at.ProtocolError):
-        host.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="hello?"))
+    # a prompt racing the close comes back with its text (issue 18, defect 16)
+    assert host.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="hello?")) == [
+        se.PromptRefused(prompt_id="t2", text="hello?", reason="the session is closed")]
 
 
 @pytest.mark.req("BR-4")

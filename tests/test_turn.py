@@ -562,14 +562,14 @@ def test_a_host_can_decide_each_natural_stop() -> None:
 
 @pytest.mark.req("SG-S3")
 def test_the_host_can_halt_a_turn_with_its_own_reason() -> None:
-    """req: SG-S3 — HaltTurn while a tool runs: the tool is asked to cancel, its result kept,
+    """req: SG-S3 — HardStopped while a tool runs: the tool is asked to cancel, its result kept,
     and the turn ends HALTED with the host's reason; with no turn it changes nothing."""
     driver = Driver(no_titles())
-    assert driver.send(at.HaltTurn(reason="x")) == ()
+    assert driver.send(at.HardStopped(reason="x")) == ()
     driver.start()
     driver.respond(finish_reason="tool_calls", calls=[call("a"), call("b")])
     driver.ack()
-    assert driver.send(at.HaltTurn(reason="Loop protection: the same call repeated.")) == (
+    assert driver.send(at.HardStopped(reason="Loop protection: the same call repeated.")) == (
         at.CancelTool(call_id="a"),)
     driver.send(at.ToolFinished(call_id="a", output="partial", cancelled=True))
     driver.ack()

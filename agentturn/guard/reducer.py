@@ -58,7 +58,7 @@ from .vocabulary import (
     ForegroundPromptSettled,
     GuardStreamNotOpened,
     GuardStreamOpened,
-    HardStop,
+    HardStopped,
     HookMayContinue,
     KeepToolResults,
     MidTurnMessage,
@@ -93,6 +93,7 @@ __all__ = [
     "DecisionReason",
     "GuardDecision",
     "decide",
+    "defers_automatic_turn",
     "holds_automatic_turns",
     "reduce",
     "reduce_into",
@@ -299,13 +300,32 @@ def _defer(state: GuardState, event: AutomaticTurnStarted, out: _Commands) -> Gu
     return state
 
 
+def defers_automatic_turn(state: GuardState, related: bool) -> bool:
+    """Whether the guard holds an automatic turn back now: the one rule (BG-5, SO-2, SG-A10).
+
+    A queued prompt the chain awaits has priority over every automatic turn. Otherwise only an
+    *unrelated* turn waits, and only while :func:`holds_automatic_turns`: a related result keeps
+    the chain's budget and runs ("a related result retains the current budget, while an
+    old-task notification or ordinary cron turn is delayed until the active chain can no longer
+    resume").
+    """
+    phase = state.phase
+    if phase is G.OFF or phase is G.PLAN:
+        return False
+    if phase is G.AWAITING_PROMPT:
+        return True
+    if related and phase in (G.ACTIVE, G.PAUSED, G.CONTINUING, G.SUSPENDED):
+        return False
+    return holds_automatic_turns(state)
+
+
 def _on_automatic_turn(state: GuardState, event: AutomaticTurnStarted,
                        out: _Commands) -> GuardState:
     phase = state.phase
     if phase is G.PLAN:
         return state  # nothing starts in Plan mode; nothing is held either
-    if phase is G.AWAITING_PROMPT:
-        return _defer(state, event, out)  # SO-2: the queued prompt has priority, related or not
+    if defers_automatic_turn(state, event.related):
+        return _defer(state, event, out)
     if event.related and phase is G.SUSPENDED:
         return state  # SG-A11, SG-S1: a related turn never revives a suspended chain
     if event.related and phase in (G.ACTIVE, G.PAUSED, G.CONTINUING):
@@ -314,10 +334,8 @@ def _on_automatic_turn(state: GuardState, event: AutomaticTurnStarted,
         # was never committed, so dropping it consumes nothing (SG-B3).
         return _clear_pending(state, phase=G.ACTIVE, live_turn=event.turn_id, open_call="",
                               loop=LoopOwner.NONE)
-    # Unrelated, or with no chain to relate to: wait while the guard holds automatic turns
-    # (BG-5, SG-A15), otherwise an independent, unarmed chain.
-    if holds_automatic_turns(state):
-        return _defer(state, event, out)
+    # Unrelated, or with no chain to relate to, and nothing holds it: an independent, unarmed
+    # chain.
     return _new_chain(state, event.turn_id, out)
 
 
@@ -335,8 +353,12 @@ def _on_retry(state: GuardState, event: RetryOrContinue, out: _Commands) -> Guar
     if trusted and state.phase in (G.ACTIVE, G.PAUSED) and state.armed:
         # SG-A8, SG-B2: same chain, same budget; the retried request is the live turn now.
         return _replace(state, phase=G.ACTIVE, live_turn=event.turn_id, open_call="")
-    # SG-A8, SG-A14: a fresh baseline; a retry naming the invalidated turn can never arm it.
-    return _new_chain(state, event.turn_id, out)
+    # SG-A8: after a trust-clearing event, a fresh chain with a fresh baseline. A retry of the
+    # invalidated turn itself is that fresh chain's live turn: its writes from before the
+    # invalidation were forgotten with the open call (SG-A14), so only the retry's own trusted
+    # writes can arm it.
+    fresh = _new_chain(state, event.turn_id, out)
+    return fresh if trusted else _replace(fresh, superseded_turn="")
 
 
 def _on_background(state: GuardState, event: BackgroundResult, out: _Commands) -> GuardState:
@@ -422,8 +444,9 @@ def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands)
         # SG-B7: the user's input sponsors the send; no guard attempt, and a new stage.
         out.append(SendToolResults(sponsor=Sponsor.MID_TURN_INPUT))
         return _replace(state, attempts=0, loop=LoopOwner.NONE)
-    if state.loop is LoopOwner.GUARD_AND_HOOK:
-        # SG-B8: the hook's own loop sends them: no guard prompt, no guard attempt.
+    if state.loop is LoopOwner.GUARD_AND_HOOK and not state.armed:
+        # SG-B8: the combined stream completed every todo, so what is left is the hook's own
+        # loop: it sends the results with no guard prompt and no guard attempt.
         out.append(SendToolResults(sponsor=Sponsor.STOP_HOOK))
         return _replace(state, loop=LoopOwner.NONE)
     attempt = _next_guard_attempt(state)
@@ -432,9 +455,12 @@ def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands)
         out.append(KeepToolResults(reason=f"The todo stop guard used its {MAX_ATTEMPTS} "
                                           "automatic continuations; no further stream opens."))
         return _exhaust(state, out)
-    # SG-B4, SG-B6: the follow-up counts, and needs no unfinished-todo prompt (even disarmed).
-    out.append(SendToolResults(sponsor=Sponsor.GUARD, attempt=attempt))
-    return _pending(state, attempt, "", LoopOwner.GUARD, None)
+    # SG-B4: the follow-up counts, a combined stream's too (it is attributable to the guard).
+    # SG-B6: only a stream that completed every todo may send its results without the prompt;
+    # with todos unfinished the model must read this attempt's text ("This is the final...").
+    text = continuation_text(attempt, state.unfinished) if state.armed else ""
+    out.append(SendToolResults(sponsor=Sponsor.GUARD, attempt=attempt, text=text))
+    return _pending(state, attempt, text, LoopOwner.GUARD, None)
 
 
 def _on_error(state: GuardState, event: RequestErrored, out: _Commands) -> GuardState:
@@ -444,7 +470,7 @@ def _on_error(state: GuardState, event: RequestErrored, out: _Commands) -> Guard
     return state
 
 
-def _on_hard_stop(state: GuardState, event: HardStop, out: _Commands) -> GuardState:
+def _on_hard_stop(state: GuardState, event: HardStopped, out: _Commands) -> GuardState:
     if state.phase in (G.NO_CHAIN, G.PLAN):
         return state
     return _clear_pending(state, phase=G.SUSPENDED, loop=LoopOwner.NONE)  # SG-S1, SG-S3
@@ -498,7 +524,7 @@ _HANDLERS: Mapping[type, _Handler] = MappingProxyType({
     OrdinaryStreamOpened: _on_ordinary_stream,
     ToolResultsReady: _on_tool_results,
     RequestErrored: _on_error,
-    HardStop: _on_hard_stop,
+    HardStopped: _on_hard_stop,
     TrustCleared: _on_trust_cleared,
     ForegroundPromptSettled: _on_settled,
     QueuedPromptAborted: _on_queued_aborted,

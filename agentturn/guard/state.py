@@ -87,7 +87,7 @@ _ALL_EVENTS = (
     *_EVERYWHERE, "ApprovalModeChanged", "OrdinaryPromptStarted", "AutomaticTurnStarted",
     "MidTurnMessage", "RetryOrContinue", "TodoWriteStarted", "TodoWriteResult", "NaturalStop",
     "GuardStreamOpened", "GuardStreamNotOpened", "OrdinaryStreamOpened", "ToolResultsReady",
-    "RequestErrored", "HardStop", "TrustCleared", "QueuedPromptAborted",
+    "RequestErrored", "HardStopped", "TrustCleared", "QueuedPromptAborted",
 )
 
 
@@ -128,9 +128,9 @@ GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
         ("ToolResultsReady", [G.ACTIVE], [G.CONTINUING, G.SUSPENDED]),
         ("RequestErrored", [G.ACTIVE, G.CONTINUING, G.PAUSED], [G.PAUSED]),
         *_stay("RequestErrored", [G.PLAN, G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
-        ("HardStop", [G.ACTIVE, G.CONTINUING, G.PAUSED, G.SUSPENDED, G.AWAITING_PROMPT],
+        ("HardStopped", [G.ACTIVE, G.CONTINUING, G.PAUSED, G.SUSPENDED, G.AWAITING_PROMPT],
          [G.SUSPENDED]),
-        *_stay("HardStop", [G.PLAN, G.NO_CHAIN]),
+        *_stay("HardStopped", [G.PLAN, G.NO_CHAIN]),
         ("TrustCleared", _CHAIN, [G.NO_CHAIN]),
         *_stay("TrustCleared", [G.PLAN]),
         ("QueuedPromptAborted", [G.AWAITING_PROMPT], [G.NO_CHAIN, G.AWAITING_PROMPT]),

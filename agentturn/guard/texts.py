@@ -23,6 +23,7 @@ __all__ = [
     "GUARD_SOURCE",
     "MAX_ATTEMPTS",
     "GuardChunkMeta",
+    "combined_continuation",
     "continuation_text",
     "exhaustion_text",
     "is_guard_prompt",
@@ -67,16 +68,35 @@ def exhaustion_text(unfinished: int) -> str:
     return _EXHAUSTED.format(attempts=MAX_ATTEMPTS, n=_positive(unfinished))
 
 
+def combined_continuation(hook_reason: str | None, guard_text: str | None) -> str:
+    """The one continuation message of a stop (SO-8): the hook's reason, a blank line, then the
+    guard's text (either alone when the other is missing)."""
+    return _SEPARATOR.join(part for part in (hook_reason, guard_text) if part)
+
+
 _N = "[1-9][0-9]*"
 _PROMPT = re.compile(
     re.escape(_FIRST).replace(re.escape("{n}"), _N)
     + "(?:" + re.escape(_SEPARATOR + _FINAL) + ")?"
 )
+_OPENING = _SEPARATOR + _FIRST[:_FIRST.index("{n}")]
 
 
 def is_guard_prompt(text: object) -> bool:
-    """True only for the exact text of a first or second guard continuation."""
-    return isinstance(text, str) and _PROMPT.fullmatch(text) is not None
+    """True for the exact text of a first or second guard continuation, alone or after a Stop
+    hook's reason and a blank line (:func:`combined_continuation`, SO-8): history, rewind and
+    turn counting must not take either for something the user typed. The hook's part must hold
+    something other than white space."""
+    if not isinstance(text, str):
+        return False
+    if _PROMPT.fullmatch(text) is not None:
+        return True
+    start = text.find(_OPENING)
+    while start != -1:
+        if text[:start].strip() and _PROMPT.fullmatch(text, start + len(_SEPARATOR)):
+            return True
+        start = text.find(_OPENING, start + 1)
+    return False
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)

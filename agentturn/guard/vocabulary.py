@@ -18,10 +18,10 @@ an event; at most one is outstanding at a time, so they carry no id (``answer_id
 command                      answered by
 ===========================  =================================================================
 ``ContinueWithGuardPrompt``  ``GuardStreamOpened`` / ``GuardStreamNotOpened`` /
-                             ``RequestErrored`` / ``HardStop``
+                             ``RequestErrored`` / ``HardStopped``
 ``SendToolResults``          ``GuardStreamOpened`` / ``GuardStreamNotOpened`` (guard sponsor),
                              ``OrdinaryStreamOpened`` (other sponsors), ``RequestErrored`` /
-                             ``HardStop``
+                             ``HardStopped``
 ===========================  =================================================================
 
 An event that ends the chain first (a trust-clearing event, Approval plan mode, a new ordinary
@@ -40,6 +40,7 @@ import attrs
 from .._base import (
     AwaitingCommand,
     Event,
+    FieldError,
     Notice,
     is_bool,
     is_id,
@@ -49,6 +50,8 @@ from .._base import (
     one_of,
     optional,
 )
+from ..events import HardStopped
+from ..records import HardStopKind
 from .texts import GuardChunkMeta
 
 __all__ = [
@@ -67,8 +70,8 @@ __all__ = [
     "GuardEvent",
     "GuardStreamNotOpened",
     "GuardStreamOpened",
-    "HardStop",
     "HardStopKind",
+    "HardStopped",
     "HookMayContinue",
     "KeepToolResults",
     "MidTurnMessage",
@@ -306,29 +309,6 @@ class RequestErrored(Event):
     kind: ErrorKind = attrs.field(validator=one_of(ErrorKind))
 
 
-class HardStopKind(enum.Enum):
-    """Hard terminal paths (SG-S1) and the authorities the guard never overrides (SG-S3)."""
-
-    USER_CANCELLED = "user_cancelled"
-    PERMISSION_CANCELLED = "permission_cancelled"
-    POST_TOOL_USE_STOP = "post_tool_use_should_stop"
-    LOOP_PROTECTION = "loop_protection"
-    TOKEN_LIMIT = "token_limit"
-    STOP_HOOK_CAP = "stop_hook_cap"
-    GRACE_EXPIRED = "acp_grace_expired"
-    RESOURCE_LIMIT = "daemon_resource_limit"
-    #: Compacting the prompt of an ordinary request failed: the turn cannot be retried, so the
-    #: chain cannot resume and must not hold automatic queues (SG-B9).
-    COMPACTION_FAILED = "compaction_failed"
-
-
-@attrs.frozen(kw_only=True, eq=False, repr=False)
-class HardStop(Event):
-    """A hard terminal path ended the current work: the chain is suspended."""
-
-    kind: HardStopKind = attrs.field(validator=one_of(HardStopKind))
-
-
 # --- lifecycle --------------------------------------------------------------------------------
 
 
@@ -373,7 +353,19 @@ class QueuedPromptAborted(Event):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientAttached(Event):
-    """A live client attached to this same session: the state is kept (SG-A13)."""
+    """A client subscribed; ``last_seq`` is the last event-ring entry it saw (``None``: none).
+
+    A live attach to the same session keeps the guard's state (SG-A13). The one class for the
+    concept: the session replays its ring to the client and hands the guard the same event.
+    """
+
+    client_id: str = attrs.field(validator=is_id)
+    last_seq: int | None = attrs.field(default=None)
+
+    @last_seq.validator
+    def _check(self, attribute: attrs.Attribute[int | None], value: object) -> None:
+        if value is not None and (type(value) is not int or value < 0):
+            raise FieldError("ClientAttached.last_seq must be None or an int >= 0")
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -428,7 +420,7 @@ class ContinueWithGuardPrompt(AwaitingCommand):
     """
 
     answered_by: ClassVar[tuple[str, ...]] = (
-        "GuardStreamOpened", "GuardStreamNotOpened", "RequestErrored", "HardStop")
+        "GuardStreamOpened", "GuardStreamNotOpened", "RequestErrored", "HardStopped")
     attempt: int = attrs.field(validator=non_negative)
     unfinished: int = attrs.field(validator=non_negative)
     text: str = attrs.field(validator=is_str)
@@ -448,7 +440,8 @@ class Sponsor(enum.Enum):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class SendToolResults(AwaitingCommand):
-    """Send the tool results in a follow-up stream, without another guard prompt (SG-B6).
+    """Send the tool results in a follow-up stream; a guard-sponsored send that still has
+    unfinished todos carries the guard's prompt (``text``), one that completed them none (SG-B6).
 
     A guard-sponsored send is answered like a continuation (``GuardStreamOpened`` commits its
     attempt); the other sponsors' stream is an ``OrdinaryStreamOpened``.
@@ -456,11 +449,15 @@ class SendToolResults(AwaitingCommand):
 
     answered_by: ClassVar[tuple[str, ...]] = (
         "GuardStreamOpened", "GuardStreamNotOpened", "OrdinaryStreamOpened", "RequestErrored",
-        "HardStop")
+        "HardStopped")
 
     sponsor: Sponsor = attrs.field(validator=one_of(Sponsor))
     #: The guard attempt this send will commit when its stream opens, if the guard sponsors it.
     attempt: int | None = attrs.field(default=None, validator=optional(non_negative))
+    #: The guard's continuation prompt to save before the results are sent: set while todos are
+    #: unfinished (the model must read, for example, "This is the final automatic
+    #: continuation..."); empty when the previous guard stream completed every todo (SG-B6).
+    text: str = attrs.field(default="", validator=is_str)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -519,7 +516,7 @@ GuardEvent = (
     | AutomaticTurnStarted | TodoWriteStarted | TodoWriteResult | TodoArgumentsObserved
     | TodoHistoryReplayed | TodoDiskStateLoaded | SubagentTodoObserved | NaturalStop
     | GuardStreamOpened | GuardStreamNotOpened | OrdinaryStreamOpened | ToolResultsReady
-    | RequestErrored | HardStop | TrustCleared | ForegroundPromptSettled | QueuedPromptAborted
+    | RequestErrored | HardStopped | TrustCleared | ForegroundPromptSettled | QueuedPromptAborted
     | ClientAttached | ModelChanged | ApprovalModeChanged | SettingsChanged
 )
 

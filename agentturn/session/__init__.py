@@ -3,13 +3,16 @@
 ``Session.create(config)`` (an alias of :meth:`SessionState.create`) and :func:`reduce` are all a
 host needs: the session takes the turn family's events and its own (the daemon FIFO, the
 mid-turn drain, Stop hooks, background work, automatic turns, timers, clients and lifecycle), and
-returns the commands to carry out. See :mod:`agentturn.session.reducer` for the stop order.
+returns the commands to carry out. See :mod:`agentturn.session.reducer` for how a step is
+composed (messages between parts, then one decision about what runs next) and the order rules,
+and :func:`waiting_for` for what a quiescent session waits on.
 Imported on use: ``import agentturn`` does not load it.
 """
 
+from ..guard.texts import combined_continuation
 from . import background, fifo, ring
 from .background import AutomaticKind, BackgroundKind
-from .reducer import combined_continuation, outstanding, reduce
+from .reducer import outstanding, reduce
 from .ring import EntryKind, EventRing, RingEntry, Usage
 from .state import (
     DEFAULT_STOP_HOOK_CAP,
@@ -21,6 +24,7 @@ from .state import (
 )
 from .vocabulary import *  # noqa: F403
 from .vocabulary import __all__ as _vocabulary_all
+from .waiting import Held, Waiting, WaitKind, held, waiting_for
 
 #: ``Session.create(config)`` reads as the design documents say it.
 Session = SessionState
@@ -33,17 +37,22 @@ __all__ = [
     "Continuation",
     "EntryKind",
     "EventRing",
+    "Held",
     "RingEntry",
     "Session",
     "SessionConfig",
     "SessionPhase",
     "SessionState",
     "Usage",
+    "WaitKind",
+    "Waiting",
     "background",
     "combined_continuation",
     "fifo",
+    "held",
     "outstanding",
     "reduce",
     "ring",
+    "waiting_for",
     *_vocabulary_all,
 ]

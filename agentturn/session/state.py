@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from .._base import FieldError, State, Value, is_bool, is_id, one_of
+from ..commands import TurnOrigin
 from ..guard.state import GuardConfig, GuardState
 from ..phases import PhaseGraph
 from ..turn_state import TurnConfig, TurnState
@@ -47,6 +48,8 @@ __all__ = [
 DEFAULT_STOP_HOOK_CAP = 8
 #: The key of the client grace-period timer (BR-4).
 GRACE_TIMER = "grace"
+#: The origins of automatic turns.
+AUTOMATIC_ORIGINS = frozenset({TurnOrigin.CRON, TurnOrigin.NOTIFICATION, TurnOrigin.WAKEUP})
 
 
 class SessionPhase(enum.Enum):
@@ -67,7 +70,6 @@ class SessionPhase(enum.Enum):
 
 
 S = SessionPhase
-_LIVE = [S.IDLE, S.TURN, S.DRAINING, S.HOOKS]
 _RUNNING = [S.TURN, S.DRAINING, S.HOOKS]
 
 #: Turn-family events the session hands to the turn as they are.
@@ -76,79 +78,60 @@ TURN_EVENTS = (
     "AutoTitlePreferenceChanged", "PermissionDecided", "ClientDisconnected", "StreamOpened",
     "StreamCompleted", "StreamFailed", "CompactionFailed", "TokenLimitRejected", "ToolFinished",
     "Persisted", "PersistFailed", "LeadSaved", "LeadSaveFailed", "TitleGenerated", "TitleFailed",
-    "HaltTurn",
 )
 #: Guard facts the session hands to the guard as they are (the rest it derives itself).
 GUARD_EVENTS = (
     "ApprovalModeChanged", "ModelChanged", "SettingsChanged", "TodoArgumentsObserved",
     "TodoHistoryReplayed", "TodoDiskStateLoaded", "SubagentTodoObserved",
 )
-#: The session's own events that never change the phase by themselves.
+#: The session's own events that never start or end a turn by themselves (settle may start one
+#: from IDLE after any step).
 _BOOKKEEPING = (
-    "PromptCompleted", "PromptAborted", "BackgroundStarted", "BackgroundEnded",
-    "NotificationQueued", "NotificationConsumed", "ClientAttached", "ClientDetached",
-    "LifecycleChanged", *GUARD_EVENTS,
+    "PromptQueued", "PromptCompleted", "PromptAborted", "AutomaticTurnDue", "BackgroundStarted",
+    "BackgroundEnded", "NotificationQueued", "NotificationConsumed", "ClientAttached",
+    "ClientDetached", "LifecycleChanged", *GUARD_EVENTS,
 )
-
-#: Events that can end the guard's hold on automatic turns (a trust-clearing lifecycle change,
-#: Plan mode, a hard stop, any guard event): in IDLE they may start a held automatic turn.
-_RELEASING_IN_IDLE = frozenset(
-    (name, S.IDLE) for name in ("LifecycleChanged", "HardStopped", *GUARD_EVENTS))
+#: The turn family's events a running turn takes (a new prompt or a retry starts one instead).
+_IN_TURN = tuple(name for name in TURN_EVENTS if name not in ("PromptSubmitted", "ContinueTurn"))
+_STOP_ANSWERS = ("MidTurnDrained", "StopHookDecided", "StopHookFailed")
+#: Every event a session takes.
+SESSION_EVENTS = (*TURN_EVENTS, *_BOOKKEEPING, *_STOP_ANSWERS, "TimerFired", "HardStopped",
+                  "CloseRequested")
 
 SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
     "session",
     SessionPhase,
     SessionPhase.IDLE,
     [
-        # a turn starts (a prompt, a queued prompt, an automatic turn, a continue)
-        *[(name, [S.IDLE], [S.IDLE, S.TURN])
-          for name in ("PromptSubmitted", "PromptQueued", "PromptCompleted", "PromptAborted",
-                       "AutomaticTurnDue", "ContinueTurn")],
-        *[(name, [phase], [phase]) for name in ("PromptQueued", "AutomaticTurnDue")
+        # Idle: after any step, settle may start the next turn (a prompt, a queued prompt, a
+        # held automatic turn); a close or the grace timer may end the session.
+        *[(name, [S.IDLE], [S.IDLE, S.TURN]) for name in SESSION_EVENTS
+          if name not in ("CloseRequested", "TimerFired")],
+        ("TimerFired", [S.IDLE], [S.IDLE, S.TURN, S.CLOSED]),
+        ("CloseRequested", [S.IDLE], [S.CLOSED]),
+        # A running turn: its own events move the stop order along or end it.
+        *[(name, [phase], [S.TURN, S.DRAINING, S.HOOKS, S.IDLE]) for name in _IN_TURN
           for phase in _RUNNING],
-        # a prompt racing the close comes back (PromptRefused), never an error
-        *[("PromptQueued", [phase], [phase]) for phase in (S.CLOSING, S.CLOSED)],
-        # the turn family, while a turn runs or ends (its own table says the rest)
-        *[(name, [S.TURN], [S.TURN, S.DRAINING, S.HOOKS, S.IDLE]) for name in TURN_EVENTS
-          if name not in ("PromptSubmitted", "ContinueTurn")],
-        *[(name, [S.DRAINING, S.HOOKS], [S.DRAINING, S.HOOKS, S.TURN, S.IDLE])
-          for name in TURN_EVENTS if name not in ("PromptSubmitted", "ContinueTurn")],
-        *[(name, [S.IDLE], [S.IDLE]) for name in TURN_EVENTS
-          if name not in ("PromptSubmitted", "ContinueTurn")],
-        *[(name, [S.CLOSING], [S.CLOSING, S.CLOSED]) for name in TURN_EVENTS
-          if name not in ("PromptSubmitted", "ContinueTurn")],
-        # a closed session still hears what it asked for before closing (a naming request,
-        # a late dialog answer, a Lead typed as it closed): the idle turn's table says how
-        *[(name, [S.CLOSED], [S.CLOSED]) for name in TURN_EVENTS
-          if name not in ("PromptSubmitted", "ContinueTurn")],
-        # the stop order
-        # (the reply to an earlier drain that timed out joins as Lead and keeps DRAINING)
+        *[(name, [phase], [phase]) for name in _BOOKKEEPING for phase in _RUNNING],
         ("MidTurnDrained", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING]),
-        *[("MidTurnDrained", [phase], [phase])
-          for phase in (S.IDLE, S.TURN, S.HOOKS, S.CLOSING, S.CLOSED)],
-        ("TimerFired", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING, S.CLOSING,
-                                      S.CLOSED]),
-        *[("TimerFired", [phase], [phase, S.CLOSING, S.CLOSED])
-          for phase in (S.IDLE, S.TURN, S.HOOKS)],
-        ("TimerFired", [S.CLOSING], [S.CLOSING]),
-        ("TimerFired", [S.CLOSED], [S.CLOSED]),
+        *[("MidTurnDrained", [phase], [phase]) for phase in (S.TURN, S.HOOKS)],
         *[(name, [S.HOOKS], [S.TURN, S.IDLE]) for name in ("StopHookDecided", "StopHookFailed")],
         *[(name, [phase], [phase]) for name in ("StopHookDecided", "StopHookFailed")
-          for phase in (S.IDLE, S.TURN, S.DRAINING, S.CLOSING, S.CLOSED)],
-        # bookkeeping and lifecycle
-        *[(name, [phase], [phase]) for name in _BOOKKEEPING for phase in _LIVE
-          if (name, phase) not in {("PromptCompleted", S.IDLE), ("PromptAborted", S.IDLE)}
-          and (name, phase) not in _RELEASING_IN_IDLE],
-        # what can end the guard's hold while idle starts a held automatic turn (BG-5)
-        *[(name, [S.IDLE], [S.IDLE, S.TURN]) for name, _ in _RELEASING_IN_IDLE],
-        *[(name, [S.CLOSING], [S.CLOSING]) for name in _BOOKKEEPING],
-        ("ClientDetached", [S.CLOSED], [S.CLOSED]),
+          for phase in (S.TURN, S.DRAINING)],
+        ("TimerFired", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING, S.CLOSING,
+                                      S.CLOSED]),
+        *[("TimerFired", [phase], [phase, S.CLOSING, S.CLOSED]) for phase in (S.TURN, S.HOOKS)],
         ("HardStopped", _RUNNING, [S.TURN, S.IDLE]),
-
+        ("CloseRequested", _RUNNING, [S.CLOSING, S.CLOSED]),
+        # Closing: the halted turn finishes its final work, then the session closes; what
+        # races the close is absorbed or handed back.
+        *[(name, [S.CLOSING], [S.CLOSING, S.CLOSED]) for name in _IN_TURN],
+        *[(name, [S.CLOSING], [S.CLOSING]) for name in SESSION_EVENTS if name not in _IN_TURN
+          and name != "HardStopped"],
         ("HardStopped", [S.CLOSING], [S.CLOSING, S.CLOSED]),
-        ("CloseRequested", _LIVE, [S.CLOSING, S.CLOSED]),
-        ("CloseRequested", [S.CLOSING], [S.CLOSING]),
-        ("CloseRequested", [S.CLOSED], [S.CLOSED]),
+        # Closed: everything is absorbed or handed back; a closed session still hears the
+        # answers it asked for before closing (a title, a late dialog answer).
+        *[(name, [S.CLOSED], [S.CLOSED]) for name in SESSION_EVENTS],
     ],
 )
 
@@ -166,6 +149,12 @@ def _seconds(instance: Any, attribute: attrs.Attribute[float], value: Any) -> No
     if isinstance(value, bool) or not isinstance(value, int | float) or not (
             math.isfinite(value) and value >= 0):
         raise FieldError(f"SessionConfig.{attribute.name} must be a finite number of seconds >= 0")
+
+
+def _window(instance: Any, attribute: attrs.Attribute[float], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise FieldError(f"SessionConfig.{attribute.name} must be a number of seconds >= 0 "
+                         "(math.inf for no limit)")
 
 
 def _at_least_one(instance: Any, attribute: attrs.Attribute[int], value: Any) -> None:
@@ -201,6 +190,10 @@ class SessionConfig(Value):
     #: The event ring's bounds (OB-6).
     ring_capacity: int = attrs.field(default=256, validator=_at_least_one)
     ring_pinned: int = attrs.field(default=32, validator=_at_least_one)
+    #: How long a daemon turn that ended with a resumable error keeps the chat for the user's
+    #: ``ContinueTurn`` (TL-11): automatic turns wait meanwhile; when it runs out the retry is
+    #: withdrawn (``RetryWithdrawn``) and they run. ``math.inf``: until the user acts.
+    retry_window: float = attrs.field(default=300.0, validator=_window)
 
     @property
     def daemon(self) -> bool:
@@ -231,8 +224,8 @@ class SessionState(State):
     phase: SessionPhase = SessionPhase.IDLE
     turn: TurnState
     guard: GuardState
-    #: The running turn is an automatic (cron, notification, wakeup) turn: no Stop hooks (BG-4).
-    automatic: bool = False
+    #: Where the running (or last) turn came from; an automatic turn runs no Stop hooks (BG-4).
+    origin: TurnOrigin = TurnOrigin.PROMPT
     fifo: tuple[QueuedPrompt, ...] = ()
     background: bg.Background = attrs.field(factory=bg.Background)
     deferred: bg.Deferred
@@ -243,7 +236,25 @@ class SessionState(State):
     clients: tuple[str, ...] = ()
     #: No client is attached and the grace timer runs (BR-4).
     grace: bool = False
+    # --- the daemon FIFO beyond the session's own queue ---
+    #: A drain reply said the client holds a complete queued prompt the session has not been
+    #: sent: it has FIFO priority until it arrives or is aborted (SO-2, SO-5).
+    client_prompt: bool = False
+    #: A ``PromptAborted`` crossed the drain in flight: that reply's queued-prompt snapshot may
+    #: predate the abort, so it is discarded as stale (BR-3).
+    stale_snapshot: bool = False
+    #: Prompt ids that started as turns, most recent last (bounded): an abort naming one is late.
+    started_prompts: tuple[str, ...] = ()
+    #: Drain ids, Stop-hook run ids and timer keys this session issued, most recent last
+    #: (bounded): an answer to one that is no longer awaited is absorbed; any other is misuse.
+    issued: tuple[str, ...] = ()
+    #: The key of the running retry-window timer of a turn that ended with a resumable error.
+    retry_timer: str = ""
+    #: A turn ended while a naming request ran: its follow-up suggestions wait for the title
+    #: (the suggestion call is serialized with the naming request, like every small request).
+    follow_ups_due: str = ""
     # --- the natural stop being decided ---
+    #: Natural stops of the running turn; drain and hook-run ids are numbered from it.
     stops: int = 0
     #: The drain in flight, and the last one that timed out (its late reply restores, BR-3).
     drain_id: str = ""
@@ -285,3 +296,8 @@ class SessionState(State):
             ring=EventRing.create(capacity=config.ring_capacity,
                                   pinned_capacity=config.ring_pinned),
         )
+
+    @property
+    def automatic(self) -> bool:
+        """The running (or last) turn is an automatic (cron, notification, wakeup) turn."""
+        return self.origin in AUTOMATIC_ORIGINS

@@ -20,11 +20,13 @@ from .._base import (
     is_bool,
     is_id,
     is_str,
+    non_negative,
     not_blank,
     one_of,
     optional,
 )
-from ..guard.vocabulary import HardStopKind, TrustClearingKind
+from ..commands import UnsavedRecords
+from ..guard.vocabulary import ClientAttached, HardStopped, TrustClearingKind
 from .background import AutomaticKind, BackgroundKind
 from .ring import RingEntry
 
@@ -53,12 +55,14 @@ __all__ = [
     "Publish",
     "ReplayEvents",
     "RestoreMidTurnMessages",
+    "RetryWithdrawn",
     "RunStopHooks",
     "StartTimer",
     "StopHookDecided",
     "StopHookFailed",
     "SuppressFollowUpSuggestions",
     "TimerFired",
+    "UnsavedRecords",
     "Warn",
 ]
 
@@ -158,9 +162,12 @@ class BackgroundStarted(Event):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class BackgroundEnded(Event):
-    """A background item ended (a terminal notification, if any, is ``NotificationQueued``)."""
+    """A background item ended. ``notification_id`` queues its terminal notification in the same
+    step (the same as a ``NotificationQueued`` just before it): send it this way, or queue the
+    notification first, since an idle chain with no relevant input left can no longer resume."""
 
     item_id: str = attrs.field(validator=is_id)
+    notification_id: str | None = attrs.field(default=None, validator=optional(is_id))
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -205,19 +212,6 @@ class TimerFired(Event):
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
-class ClientAttached(Event):
-    """A client subscribed; ``last_seq`` is the last event-ring entry it saw (``None``: none)."""
-
-    client_id: str = attrs.field(validator=is_id)
-    last_seq: int | None = attrs.field(default=None)
-
-    @last_seq.validator
-    def _check(self, attribute: attrs.Attribute[int | None], value: object) -> None:
-        if value is not None and (type(value) is not int or value < 0):
-            raise FieldError("ClientAttached.last_seq must be None or an int >= 0")
-
-
-@attrs.frozen(kw_only=True, eq=False, repr=False)
 class ClientDetached(Event):
     """A client went away. It never approves anything (BR-4); the grace period starts when no
     client is left."""
@@ -236,15 +230,6 @@ class LifecycleChanged(Event):
     directory change, a new session, disk restore, a daemon or agent restart."""
 
     kind: TrustClearingKind = attrs.field(validator=one_of(TrustClearingKind))
-
-
-@attrs.frozen(kw_only=True, eq=False, repr=False)
-class HardStopped(Event):
-    """A hard terminal path the host detected (PostToolUse ``shouldStop``, loop protection, a
-    resource limit ...): the running turn is halted and the guard's chain suspended (SG-S1)."""
-
-    kind: HardStopKind = attrs.field(validator=one_of(HardStopKind))
-    reason: str = attrs.field(validator=is_str)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -291,6 +276,11 @@ class RunStopHooks(AwaitingCommand):
     answered_by: ClassVar[tuple[str, ...]] = ("StopHookDecided", "StopHookFailed")
     run_id: str = attrs.field(validator=is_id)
     turn_id: str = attrs.field(validator=is_id)
+    #: How many times in a row the hooks blocked before this run (0 at the first), so a host
+    #: can tell its hooks; at ``cap`` consecutive blocks one more block ends the turn.
+    consecutive_blocks: int = attrs.field(default=0, validator=non_negative)
+    #: The configured cap of consecutive blocks (``SessionConfig.stop_hook_cap``).
+    cap: int = attrs.field(default=8, validator=non_negative)
 
     @property
     def answer_id(self) -> str:
@@ -326,7 +316,22 @@ class AutomaticTurnDeferred(Notice):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class AutomaticTurnDropped(Notice):
-    """An unrelated deferred automatic turn left the bounded queue to make room (BG-6)."""
+    """An automatic turn will not run here: an unrelated one evicted from the bounded queue
+    (BG-6), one that found the queue full of turns related to the live chain, or one that raced
+    the close. Its prompt is handed back whole, so the host can deliver it again or show it."""
+
+    turn_id: str = attrs.field(validator=is_id)
+    message_id: str = attrs.field(validator=is_id)
+    text: str = attrs.field(validator=is_str)
+    reason: str = attrs.field(validator=is_str)
+
+
+@attrs.frozen(kw_only=True, eq=False, repr=False)
+class RetryWithdrawn(Notice):
+    """The retry window of ``turn_id`` (a turn that ended with a resumable error) ran out:
+    ``ContinueTurn`` is no longer accepted for it, its records will be written first by the next
+    prompt, its saved Lead instructions are reported unapplied, and automatic turns may run
+    (TL-11, ``SessionConfig.retry_window``)."""
 
     turn_id: str = attrs.field(validator=is_id)
     reason: str = attrs.field(validator=is_str)

@@ -1,0 +1,206 @@
+"""The session's three invariants, as checks anyone can run on a step: no text lost, never
+stuck, the hard bound.
+
+Theory of operation
+-------------------
+Each check looks at one step (the state before, the event, the state after, the commands) or
+one state, and returns what is wrong as sentences (an empty list when nothing is). The session
+property machine, the explorer and the fuzzer run all three on every step; a host's own tests
+may run them on its recorded traffic.
+
+* **No text lost** (:func:`lost_texts`). Every piece of text a host hands the session is, after
+  every step, either *held* in the state (a queued prompt, a held automatic turn, a record the
+  turn still has to write or owes, a Lead instruction pending or carried by a request not yet
+  opened) or has reached a *terminal fate* in that step: saved (its write acknowledged),
+  delivered (a Lead carried by a stream that opened), handed back (``PromptRefused``,
+  ``AutomaticTurnDropped``, ``ReturnDraft``, ``RestoreMidTurnMessages``, ``UnsavedRecords``),
+  reported (``LeadUnapplied``), coalesced into a held turn, or absorbed as a resend of what is
+  already held. The check is local (held before + brought in = held after + fates), so it holds
+  for a whole run exactly when it holds for every step.
+* **Never stuck** (:func:`stuck`). A running turn always awaits an answer; an idle session
+  never keeps a complete queued prompt waiting; and when it holds input that has not run,
+  :func:`~agentturn.session.waiting_for` names something the host can still deliver.
+* **The hard bound** (:class:`HardBound`). Without new user input, at most two model streams
+  are attributable to the guard: its continuations, and every follow-up that sends the tool
+  results of one (combined hook + guard continuations included). The monitor follows the
+  streams from the commands and events alone, not from the guard's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .. import commands as c
+from .. import events as e
+from .._base import Command
+from ..guard.texts import MAX_ATTEMPTS
+from ..records import ToolResultRecord, UserMessageRecord
+from ..turn_state import TurnPhase
+from . import fifo
+from . import vocabulary as sv
+from .reducer import outstanding
+from .ring import EntryKind
+from .state import SessionPhase, SessionState
+from .waiting import WaitKind, waiting_for
+
+__all__ = ["HardBound", "held_texts", "lost_texts", "stuck"]
+
+#: A piece of text: ``("user", message_id)`` for a prompt or user-role record,
+#: ``("result", call_id)`` for a tool result, ``("lead", lead_id)`` for a Lead instruction.
+Key = tuple[str, str]
+
+
+def _record_key(record: object) -> Key | None:
+    if isinstance(record, UserMessageRecord):
+        return ("user", record.message_id)
+    if isinstance(record, ToolResultRecord):
+        return ("result", record.call_id)
+    return None
+
+
+def held_texts(state: SessionState) -> set[Key]:
+    """Every piece of text ``state`` still holds on the way to its fate."""
+    turn = state.turn
+    held: set[Key] = {("user", entry.message_id) for entry in state.fifo}
+    held.update(("user", message_id) for _, message_id, _ in state.deferred_prompts)
+    for record in (*turn.batch, *turn.owed):
+        key = _record_key(record)
+        if key is not None:
+            held.add(key)
+    held.update(("lead", entry.lead_id) for entry in (*turn.lead.entries, *turn.request_leads))
+    return held
+
+
+def _brought(event: object, commands: tuple[Command, ...]) -> set[Key]:
+    """The text ``event`` hands the session (a resend of something held brings nothing new)."""
+    if any(isinstance(x, c.StaleAnswerIgnored) for x in commands):
+        return set()
+    if isinstance(event, e.PromptSubmitted | sv.PromptQueued | sv.AutomaticTurnDue):
+        return {("user", event.message_id)}
+    if isinstance(event, e.LeadSubmitted):
+        return {("lead", event.lead_id)}
+    if isinstance(event, e.ToolFinished):
+        return {("result", event.call_id)}
+    return set()
+
+
+def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -> set[Key]:
+    """The text that reached a terminal fate in this step."""
+    fates: set[Key] = set()
+    turn = before.turn
+    if isinstance(event, e.Persisted) and turn.persisting and event.key == turn.persist_key:
+        fates.update(k for k in map(_record_key, turn.batch) if k is not None)  # saved
+    if (isinstance(event, e.StreamOpened) and event.request_id == turn.request_id
+            and turn.phase is TurnPhase.AWAITING_STREAM):
+        fates.update(("lead", entry.lead_id) for entry in turn.request_leads)  # delivered
+    message_of = {entry.prompt_id: entry.message_id for entry in before.fifo}
+    for command in commands:
+        if isinstance(command, sv.PromptRefused):
+            fates.add(("user", message_of.get(command.prompt_id, getattr(event, "message_id",
+                                                                          ""))))
+        elif isinstance(command, sv.AutomaticTurnDropped):
+            fates.add(("user", command.message_id))
+        elif isinstance(command, sv.AutomaticTurnDeferred) and command.coalesced_into:
+            fates.add(("user", getattr(event, "message_id", "")))  # merged into a held fire
+        elif isinstance(command, c.ReturnDraft | c.LeadUnapplied):
+            fates.add(("lead", command.lead_id))
+        elif isinstance(command, c.UnsavedRecords):
+            fates.update(k for k in map(_record_key, command.records) if k is not None)
+    return fates
+
+
+def lost_texts(before: SessionState, event: object, after: SessionState,
+               commands: tuple[Command, ...]) -> list[str]:
+    """*No text lost* for one accepted step: what was held or brought in and is now neither
+    held nor at a terminal fate (an empty list when nothing is lost)."""
+    problems: list[str] = []
+    missing = (held_texts(before) | _brought(event, commands)) - held_texts(after) - _fates(
+        before, event, commands)
+    if missing:
+        problems.append(f"no text lost: {sorted(missing)} vanished")
+    if isinstance(event, sv.MidTurnDrained) and event.messages:
+        # Drained messages become Lead instructions of the turn, or come back to the client.
+        kept = [entry.text for entry in after.turn.lead.entries]
+        kept += [x.draft for x in commands if isinstance(x, c.ReturnDraft)]
+        kept += [m for x in commands if isinstance(x, sv.RestoreMidTurnMessages)
+                 for m in x.messages]
+        gone = [m for m in event.messages if m not in kept and not any(
+            isinstance(x, c.StaleAnswerIgnored) for x in commands)]
+        if gone:
+            problems.append(f"no text lost: drained messages {gone} vanished")
+    return problems
+
+
+def stuck(state: SessionState) -> list[str]:
+    """*Never stuck* for one state (an empty list when it is not stuck)."""
+    if state.phase is SessionPhase.CLOSED:
+        return []
+    waiting = waiting_for(state)
+    answers = [w for w in waiting if w.kind is WaitKind.ANSWER]
+    problems: list[str] = []
+    if state.phase is not SessionPhase.IDLE and not answers:
+        problems.append(f"never stuck: a {state.phase.name} session awaits no answer")
+    if state.phase is SessionPhase.IDLE:
+        if fifo.has_queued_prompt(state.fifo):
+            problems.append("never stuck: a complete queued prompt waits while idle")
+        if state.deferred.turns and not waiting:
+            problems.append("never stuck: automatic turns are held and nothing can wake them")
+    for item in waiting:
+        if item.kind is WaitKind.BACKGROUND and not (
+                any(live.item_id == item.answer_id for live in state.background.live)
+                or any(note.notification_id == item.answer_id
+                       for note in state.background.queued)):
+            problems.append(f"never stuck: waits for background {item.answer_id!r} that is gone")
+        if item.kind is WaitKind.RETRY and state.turn.resume_phase is None:
+            problems.append("never stuck: waits for a retry no turn offers")
+    if len({(o.command, o.answer_id) for o in outstanding(state)}) != len(outstanding(state)):
+        problems.append("never stuck: an awaiting command is outstanding twice")
+    return problems
+
+
+class HardBound(NamedTuple):
+    """The hard-bound monitor along a run: guard-attributable streams since the last user
+    input, whether the last attributable stream left a tool loop open, and the requests sent
+    inside that loop (their streams are attributable too). Hashable, so an explorer can key
+    its nodes by ``(state, monitor)``."""
+
+    streams: int = 0
+    loop_open: bool = False
+    follow_ups: frozenset[str] = frozenset()
+
+    def step(self, before: SessionState, event: object, after: SessionState,
+             commands: tuple[Command, ...]) -> tuple[HardBound, list[str]]:
+        """The monitor after one accepted step, and what broke (an empty list if nothing)."""
+        streams, loop_open, follow_ups = self
+        if after.guard.chain != before.guard.chain:
+            # A new work chain is a new stage: a prompt (user input) or an unrelated automatic
+            # turn's own chain (SG-A10); a related one keeps the chain, and its count.
+            streams, loop_open, follow_ups = 0, False, frozenset()
+        chunk = any(isinstance(x, sv.Publish) and x.entry.kind is EntryKind.GUARD_CHUNK
+                    for x in commands)
+        if isinstance(event, e.StreamOpened) and after.turn is not before.turn:
+            if chunk or event.request_id in follow_ups:
+                streams += 1
+                self_attributable = True
+            else:
+                self_attributable = False
+            follow_ups = frozenset()
+            current = self_attributable
+        else:
+            current = None
+        if isinstance(event, e.StreamCompleted) and after.turn is not before.turn:
+            # The loop stays open only while the attributable stream's calls run.
+            loop_open = loop_open and bool(event.tool_calls)
+        if current is not None:
+            loop_open = current
+        for command in commands:
+            if isinstance(command, c.RequestModelStream):
+                if command.lead_ids:
+                    streams, loop_open, follow_ups = 0, False, frozenset()  # user input
+                elif loop_open:
+                    follow_ups = follow_ups | {command.request_id}
+            elif isinstance(command, c.EndTurn):
+                loop_open, follow_ups = False, frozenset()
+        problems = ([f"the hard bound: {streams} guard-attributable streams without new user "
+                     "input"] if streams > MAX_ATTEMPTS else [])
+        return HardBound(streams, loop_open, follow_ups), problems
