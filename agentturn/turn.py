@@ -656,7 +656,13 @@ def _on_lead(state: TurnState, event: LeadSubmitted | LeadSaved | LeadSaveFailed
         return state
     phase = state.phase
     if phase is P.AWAITING_LEAD_SAVES:
-        return state if lead.has_unsaved(state.lead) else _advance(state, out)
+        if lead.has_unsaved(state.lead):
+            return state
+        if not state.lead.entries and state.stop_decided:
+            # The stop was decided for instructions that all failed to save: nothing of the
+            # user's joins the turn after all, so the stop is decided again (SO-1 ... SO-7).
+            state = _replace(state, stop_decided=False)
+        return _advance(state, out)
     if phase is P.ENDING:
         return _finalize(state, out)
     if (phase is P.AWAITING_PERMISSION and isinstance(event, LeadSaved)

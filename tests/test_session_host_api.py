@@ -212,3 +212,27 @@ def _advance_turn(state: se.SessionState) -> se.SessionState:
     import attrs
 
     return attrs.evolve(state, turn=attrs.evolve(state.turn))
+
+
+# --- the shape of a step --------------------------------------------------------------------------
+
+
+def test_only_the_message_loop_calls_a_parts_reducer() -> None:
+    """No handler of the session re-enters a part: the package's only calls of the turn's or
+    the guard's reducers are the two in ``translate.run`` (the message loop), so the order in
+    which parts hear things is the inbox's order. (A source scan: it fails if anyone adds a
+    direct call.)"""
+    import ast
+    from pathlib import Path
+
+    root = Path(se.__file__).parent
+    calls: list[str] = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in ("reduce_into", "guard_into", "reduce") and path.name != "__init__.py":
+                    owner = getattr(func, "value", None)
+                    calls.append(f"{path.name}:{name}:{getattr(owner, 'id', '')}")
+    assert sorted(calls) == ["translate.py:guard_into:", "translate.py:reduce_into:turn_part"]

@@ -70,6 +70,16 @@ def start_armed(host: Host) -> None:
     assert isinstance(host.held[-1], at.RequestModelStream)
 
 
+def hooks_block_once() -> Host:
+    """A host whose Stop hooks block once (reason "Tests fail."), then let stops through."""
+    host = Host(stop_hooks=True)
+    blocks = iter([True])
+    host.hooks = lambda c: (
+        se.StopHookDecided(run_id=c.run_id, block=True, reason="Tests fail.")
+        if next(blocks, False) else se.StopHookDecided(run_id=c.run_id, block=False))
+    return host
+
+
 def idle_holding_cron() -> Host:
     """An armed chain ended deferring for background work it started (the guard holds
     automatic turns), and a cron fire came: the session is idle with the cron held."""
@@ -264,11 +274,7 @@ def test_d05_the_follow_up_of_a_combined_hook_and_guard_stream_counts_as_attempt
     """A hook block and a guard continuation share one stream, which calls a tool with todos
     still unfinished: its tool-result follow-up is the guard's attempt 2, and no third
     guard-attributable stream opens without user input. req: SG-B1"""
-    host = Host(stop_hooks=True)
-    blocks = iter([True])
-    host.hooks = lambda c: (
-        se.StopHookDecided(run_id=c.run_id, block=True, reason="Tests fail.")
-        if next(blocks, False) else se.StopHookDecided(run_id=c.run_id, block=False))
+    host = hooks_block_once()
     start_armed(host)
     resume(host, say("Stopping here."), say("Reading.", READ), say("Read it."),
            say("never sent"))
@@ -465,7 +471,8 @@ def test_d10_when_the_retry_window_runs_out_the_held_turn_runs_and_the_retry_is_
 @pytest.mark.req("BR-1", "BG-6")
 def test_d11_a_held_automatic_turns_id_is_taken() -> None:
     """A ``PromptQueued`` reusing a held automatic turn's id is refused (its text handed back,
-    nothing else changes); an ``AutomaticTurnDue`` reusing it is ``UnknownId``. req: BR-1"""
+    nothing else changes); an ``AutomaticTurnDue`` reusing it is handed back the same way
+    (``AutomaticTurnDropped`` with its text). req: BR-1"""
     host = Host()
     host.send(PROMPT)  # the request is held: the turn runs
     assert host.send(CRON) == [se.AutomaticTurnDeferred(turn_id="cron-1")]
@@ -475,25 +482,29 @@ def test_d11_a_held_automatic_turns_id_is_taken() -> None:
         (se.PromptRefused, "cron-1", "typed")]
     assert host.state.fifo == before.fifo == ()
     assert host.state.deferred == before.deferred
-    with pytest.raises(at.UnknownId):
-        se.reduce(host.state, se.AutomaticTurnDue(
-            turn_id="cron-1", message_id="cron-1m2", text="again",
-            kind=se.AutomaticKind.CRON, source_id="task-2"))
+    again = host.send(se.AutomaticTurnDue(turn_id="cron-1", message_id="cron-1m2", text="again",
+                                          kind=se.AutomaticKind.CRON, source_id="task-2"))
+    assert [(type(c), c.turn_id, c.text) for c in again] == [
+        (se.AutomaticTurnDropped, "cron-1", "again")]
+    assert host.state.deferred == before.deferred
 
 
 @pytest.mark.req("BR-1")
 def test_d11_a_queued_prompts_id_is_taken() -> None:
     """With the session idle and a queued prompt still uploading, a ``PromptSubmitted`` or an
-    ``AutomaticTurnDue`` reusing its id raises ``UnknownId`` and changes nothing. req: BR-1"""
+    ``AutomaticTurnDue`` reusing its id is refused at admission, its text handed back
+    (``PromptRefused``, ``AutomaticTurnDropped``), and nothing changes. req: BR-1"""
     host = Host()
     host.send(se.PromptQueued(prompt_id="q1", message_id="q1m", text="upl", complete=False))
     assert host.state.phase is se.SessionPhase.IDLE
     before = host.state
-    with pytest.raises(at.UnknownId):
-        se.reduce(before, at.PromptSubmitted(turn_id="q1", message_id="m9", text="typed"))
-    with pytest.raises(at.UnknownId):
-        se.reduce(before, se.AutomaticTurnDue(turn_id="q1", message_id="m8", text="cron",
-                                              kind=se.AutomaticKind.CRON, source_id="task"))
+    assert se.reduce(before, at.PromptSubmitted(turn_id="q1", message_id="m9", text="typed")) == (
+        at.Step(before, (se.PromptRefused(prompt_id="q1", text="typed",
+                                          reason="this prompt id is already in use"),)))
+    step = se.reduce(before, se.AutomaticTurnDue(turn_id="q1", message_id="m8", text="cron",
+                                                 kind=se.AutomaticKind.CRON, source_id="task"))
+    assert step.state == before and [(type(c), c.text) for c in step.commands] == [
+        (se.AutomaticTurnDropped, "cron")]
     assert host.state.phase is se.SessionPhase.IDLE
     assert [p.prompt_id for p in host.state.fifo] == ["q1"]
 
@@ -758,11 +769,7 @@ def test_d19_a_compaction_failure_of_the_combined_request_sends_the_hook_reason_
     saves the hook's reason alone as a new user message and requests again; the turn goes on,
     the guard is suspended, and no ``HookMayContinue`` dead end reaches the host.
     req: SG-B9"""
-    host = Host(stop_hooks=True)
-    blocks = iter([True])
-    host.hooks = lambda c: (
-        se.StopHookDecided(run_id=c.run_id, block=True, reason="Tests fail.")
-        if next(blocks, False) else se.StopHookDecided(run_id=c.run_id, block=False))
+    host = hooks_block_once()
     start_armed(host)
     resume(host, say("Stopping here."))
     combined = se.combined_continuation("Tests fail.", g.continuation_text(1, 1))

@@ -340,6 +340,10 @@ def _on_automatic_turn(state: GuardState, event: AutomaticTurnStarted,
 
 
 def _on_mid_turn(state: GuardState, event: MidTurnMessage, out: _Commands) -> GuardState:
+    if state.phase is G.CONTINUING:
+        # The user's input joined the pending continuation's request: it sponsors that stream,
+        # so the attempt is not consumed (SG-B7), and a fresh stage starts (SG-A9).
+        return _clear_pending(state, phase=G.ACTIVE, attempts=0, loop=LoopOwner.NONE)
     if state.phase in (G.ACTIVE, G.PAUSED):
         # SG-A9, SG-B2: new user input keeps activation and starts a fresh two-attempt stage.
         return _replace(state, phase=G.ACTIVE, attempts=0)

@@ -113,7 +113,7 @@ GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
         *[("AutomaticTurnStarted", [phase], [phase, G.ACTIVE]) for phase in _CHAIN
           if phase is not G.AWAITING_PROMPT],
         *_stay("AutomaticTurnStarted", [G.PLAN, G.AWAITING_PROMPT]),
-        ("MidTurnMessage", [G.ACTIVE, G.PAUSED], [G.ACTIVE]),
+        ("MidTurnMessage", [G.ACTIVE, G.PAUSED, G.CONTINUING], [G.ACTIVE]),
         *_stay("MidTurnMessage", [G.PLAN, G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
         ("RetryOrContinue", [G.NO_CHAIN, G.ACTIVE, G.PAUSED], [G.ACTIVE]),
         *_stay("RetryOrContinue", [G.PLAN, G.SUSPENDED, G.AWAITING_PROMPT]),

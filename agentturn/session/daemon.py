@@ -35,7 +35,7 @@ from ..records import HardStopKind
 from . import background as bg
 from . import clients, fifo, stop_order
 from .state import GRACE_TIMER, SessionPhase
-from .tick import Tick, held_prompt, replace
+from .tick import Tick, closed_reason, held_prompt, replace
 from .vocabulary import (
     AutomaticTurnDropped,
     AutomaticTurnDue,
@@ -69,19 +69,14 @@ __all__ = [
 P = SessionPhase
 
 
-def _closed(tick: Tick) -> bool:
-    return tick.s.phase is P.CLOSED or tick.s.phase is P.CLOSING
-
-
 # --- the FIFO ---------------------------------------------------------------------------------
 
 
 def on_prompt_queued(tick: Tick, event: PromptQueued) -> None:
     s = tick.s
-    if _closed(tick):
-        tick.emit(PromptRefused(prompt_id=event.prompt_id, text=event.text,
-                                reason="the session is closed" if s.phase is P.CLOSED
-                                else "the session is closing"))
+    closed = closed_reason(s)
+    if closed:
+        tick.emit(PromptRefused(prompt_id=event.prompt_id, text=event.text, reason=closed))
         return
     queued = fifo.find(s.fifo, event.prompt_id)
     if queued is not None and (queued.message_id, queued.text) == (event.message_id,
@@ -180,21 +175,21 @@ def on_background(tick: Tick, event: BackgroundStarted | BackgroundEnded | Notif
 
 def on_automatic(tick: Tick, event: AutomaticTurnDue) -> None:
     s = tick.s
-    if _closed(tick):
+    closed = closed_reason(s)
+    if closed:
         tick.emit(AutomaticTurnDropped(turn_id=event.turn_id, message_id=event.message_id,
-                                       text=event.text,
-                                       reason="the session is closed" if s.phase is P.CLOSED
-                                       else "the session is closing"))
+                                       text=event.text, reason=closed))
         return
-    if any(held.turn_id == event.turn_id for held in s.deferred.turns):
-        if held_prompt(s, event.turn_id) == (event.message_id, event.text):
-            tick.stale(event, event.turn_id, "this automatic turn is already held")
-            return
-        raise UnknownId(part="session", phase=s.phase.name, event=event,
-                        expected="a turn id not already in use")
-    if event.turn_id == s.turn.turn_id or fifo.find(s.fifo, event.turn_id) is not None:
-        raise UnknownId(part="session", phase=s.phase.name, event=event,
-                        expected="a turn id not already in use")
+    held_here = any(held.turn_id == event.turn_id for held in s.deferred.turns)
+    if held_here and held_prompt(s, event.turn_id) == (event.message_id, event.text):
+        tick.stale(event, event.turn_id, "this automatic turn is already held")
+        return
+    if (held_here or event.turn_id == s.turn.turn_id
+            or fifo.find(s.fifo, event.turn_id) is not None):
+        # A reused id is refused at admission, its text handed back, nothing changed.
+        tick.emit(AutomaticTurnDropped(turn_id=event.turn_id, message_id=event.message_id,
+                                       text=event.text, reason="this turn id is already in use"))
+        return
     turn = bg.AutomaticTurn(turn_id=event.turn_id, kind=event.kind, source_id=event.source_id,
                             recurring=event.recurring and event.kind is bg.AutomaticKind.CRON,
                             related=bg.is_related(s.background, event.source_id))

@@ -14,9 +14,10 @@ may run them on its recorded traffic.
   opened) or has reached a *terminal fate* in that step: saved (its write acknowledged),
   delivered (a Lead carried by a stream that opened), handed back (``PromptRefused``,
   ``AutomaticTurnDropped``, ``ReturnDraft``, ``RestoreMidTurnMessages``, ``UnsavedRecords``),
-  reported (``LeadUnapplied``), coalesced into a held turn, or absorbed as a resend of what is
-  already held. The check is local (held before + brought in = held after + fates), so it holds
-  for a whole run exactly when it holds for every step.
+  reported (``LeadUnapplied``), coalesced into a held turn, cancelled by the user (a queued
+  prompt's ``PromptAborted``), or absorbed as a resend of what is already held. The check is
+  local (held before + brought in = held after + fates), so it holds for a whole run exactly
+  when it holds for every step.
 * **Never stuck** (:func:`stuck`). A running turn always awaits an answer; an idle session
   never keeps a complete queued prompt waiting; and when it holds input that has not run,
   :func:`~agentturn.session.waiting_for` names something the host can still deliver.
@@ -94,6 +95,8 @@ def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -
             and turn.phase is TurnPhase.AWAITING_STREAM):
         fates.update(("lead", entry.lead_id) for entry in turn.request_leads)  # delivered
     message_of = {entry.prompt_id: entry.message_id for entry in before.fifo}
+    if isinstance(event, sv.PromptAborted) and event.prompt_id in message_of:
+        fates.add(("user", message_of[event.prompt_id]))  # the user cancelled it (SO-3)
     for command in commands:
         if isinstance(command, sv.PromptRefused):
             fates.add(("user", message_of.get(command.prompt_id, getattr(event, "message_id",

@@ -40,7 +40,7 @@ from ..events import ContinueTurn, PromptSubmitted
 from ..records import HardStopKind
 from . import background as bg
 from . import fifo
-from .state import SessionPhase
+from .state import SessionPhase, SessionState
 from .tick import Tick, held_prompt, remember, replace
 from .translate import run
 from .vocabulary import (
@@ -48,6 +48,7 @@ from .vocabulary import (
     AutomaticTurnDropped,
     CancelTimer,
     OfferFollowUpSuggestions,
+    RetryWithdrawn,
     StartTimer,
     SuppressFollowUpSuggestions,
 )
@@ -91,7 +92,7 @@ def _open_retry_window(tick: Tick) -> None:
     ``retry_window`` seconds (TL-11); automatic turns wait meanwhile (rule 3)."""
     s = tick.s
     window = s.config.retry_window
-    if (s.phase is not P.IDLE or s.turn.resume_phase is None or s.retry_timer
+    if (s.phase is not P.IDLE or not _keeps_the_chat(s) or s.retry_timer
             or not s.config.daemon or window == float("inf")):
         return
     key = f"{s.turn.turn_id}/retry"
@@ -174,7 +175,7 @@ def _start_next(tick: Tick) -> bool:
         start_prompt(tick, entry.prompt_id, entry.message_id, entry.text,
                      TurnOrigin.QUEUED_PROMPT)
         return True
-    if s.client_prompt or s.turn.resume_phase is not None:
+    if s.client_prompt or _keeps_the_chat(s):
         return False
     for held in s.deferred.turns:
         related = bg.is_related(s.background, held.source_id)  # as of now, not when it was due
@@ -194,6 +195,13 @@ def _start_next(tick: Tick) -> bool:
             _start_automatic(tick, turn, related, message_id, text)
             return True
     return False
+
+
+def _keeps_the_chat(s: SessionState) -> bool:
+    """A turn that ended with a resumable error keeps the chat for the user's retry, unless a
+    lifecycle event invalidated it: then automatic queues are released once it settled, errors
+    included (SG-A15)."""
+    return s.turn.resume_phase is not None and s.guard.superseded_turn != s.turn.turn_id
 
 
 def start_prompt(tick: Tick, turn_id: str, message_id: str, text: str,
@@ -223,7 +231,13 @@ def _start_automatic(tick: Tick, turn: bg.AutomaticTurn, related: bool, message_
                      text: str) -> None:
     """An automatic turn starts: the guard keeps the chain for a related one (SG-A10) or
     starts an independent unarmed chain (BG-5); it runs no Stop hooks (BG-4)."""
-    tick.s = replace(tick.s, phase=P.TURN, origin=_ORIGIN[turn.kind], hook_blocks=0, stops=0,
+    s = tick.s
+    if s.turn.resume_phase is not None:
+        # The retry of an invalidated turn is given up here: never silently (TL-11).
+        tick.emit(RetryWithdrawn(turn_id=s.turn.turn_id,
+                                 reason="an automatic turn took the chat; the turn's records "
+                                        "are kept and its Lead instructions reported unapplied"))
+    tick.s = replace(s, phase=P.TURN, origin=_ORIGIN[turn.kind], hook_blocks=0, stops=0,
                      follow_ups_due="")
     tick.to_guard(g.AutomaticTurnStarted(turn_id=turn.turn_id, kind=_GUARD_KIND[turn.kind],
                                          related=related))

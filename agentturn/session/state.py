@@ -113,6 +113,9 @@ SESSION_GRAPH: PhaseGraph[SessionPhase] = PhaseGraph(
         *[(name, [phase], [S.TURN, S.DRAINING, S.HOOKS, S.IDLE]) for name in _IN_TURN
           for phase in _RUNNING],
         *[(name, [phase], [phase]) for name in _BOOKKEEPING for phase in _RUNNING],
+        # a resend of the running turn's prompt, a second click on Continue: absorbed
+        *[(name, [phase], [phase]) for name in ("PromptSubmitted", "ContinueTurn")
+          for phase in _RUNNING],
         ("MidTurnDrained", [S.DRAINING], [S.TURN, S.HOOKS, S.IDLE, S.DRAINING]),
         *[("MidTurnDrained", [phase], [phase]) for phase in (S.TURN, S.HOOKS)],
         *[(name, [S.HOOKS], [S.TURN, S.IDLE]) for name in ("StopHookDecided", "StopHookFailed")],

@@ -31,11 +31,11 @@ from .._base import Command, builder, replacer
 from ..commands import EndTurn, StaleAnswerIgnored
 from ..events import ContinueTurn, PromptSubmitted
 from .background import AutomaticTurn
-from .state import SessionState
+from .state import SessionPhase, SessionState
 from .vocabulary import Publish
 
-__all__ = ["ISSUED_MEMORY", "Part", "Tick", "held_prompt", "remember", "replace", "with_guard",
-           "with_turn"]
+__all__ = ["ISSUED_MEMORY", "Part", "Tick", "closed_reason", "held_prompt", "remember",
+           "replace", "with_guard", "with_turn"]
 
 #: ``attrs.evolve`` for the session state (trusted: see :func:`agentturn._base.replacer`).
 replace = replacer(SessionState)
@@ -52,6 +52,15 @@ ISSUED_MEMORY = 16
 def remember(kept: tuple[str, ...], item: str, limit: int = ISSUED_MEMORY) -> tuple[str, ...]:
     """``kept`` with ``item`` added at the end, the oldest forgotten beyond ``limit``."""
     return (*kept, item)[-limit:]
+
+
+def closed_reason(state: SessionState) -> str:
+    """Why text racing the close is handed back ("" while the session is live)."""
+    if state.phase is SessionPhase.CLOSED:
+        return "the session is closed"
+    if state.phase is SessionPhase.CLOSING:
+        return "the session is closing"
+    return ""
 
 
 def held_prompt(state: SessionState, turn_id: str) -> tuple[str, str]:

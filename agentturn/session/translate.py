@@ -150,6 +150,13 @@ def _attribute(tick: Tick, request: RequestModelStream) -> None:
     """Attribute a model request: a decided continuation, the guard's tool loop, or the user."""
     s = tick.s
     continuation = s.continuation
+    if continuation is Continuation.GUARD and request.lead_ids:
+        # Lead instructions saved meanwhile ride on the continuation's request: the user's input
+        # sponsors it, and the guard's pending attempt is withdrawn unspent (SG-B7, SG-A9).
+        tick.s = replace(s, continuation=Continuation.NONE, guard_request="", hook_request="")
+        tick.to_guard(g.MidTurnMessage())
+        tick.emit(request)
+        return
     if continuation is Continuation.GUARD:
         tick.emit(request)
         tick.s = replace(s, continuation=Continuation.NONE, guard_request=request.request_id,

@@ -47,7 +47,7 @@ from ..turn_state import TurnPhase
 from . import fifo
 from .ring import EntryKind, count_model_call
 from .state import Continuation, SessionPhase
-from .tick import Tick, replace
+from .tick import Tick, closed_reason, replace
 from .translate import publish_entry
 from .vocabulary import CancelTimer, PromptRefused
 
@@ -76,39 +76,45 @@ def to_turn(tick: Tick, event: object) -> None:
     tick.to_turn(event)
 
 
-def _closed(tick: Tick) -> bool:
-    return tick.s.phase is P.CLOSED or tick.s.phase is P.CLOSING
-
-
 def on_prompt(tick: Tick, event: PromptSubmitted) -> None:
     s = tick.s
-    if _closed(tick):
-        tick.emit(PromptRefused(prompt_id=event.turn_id, text=event.text,
-                                reason="the session is closed" if s.phase is P.CLOSED
-                                else "the session is closing"))
+    closed = closed_reason(s)
+    if closed:
+        tick.emit(PromptRefused(prompt_id=event.turn_id, text=event.text, reason=closed))
+        return
+    if event.turn_id == s.turn.turn_id and (event.message_id, event.text) == s.turn.prompt:
+        # The client sent the same prompt again (a retry after a network blip).
+        tick.stale(event, event.turn_id, "this prompt was already received")
         return
     if s.phase is not P.IDLE:
         raise UnexpectedEvent(part="session", phase=s.phase.name, event=event,
                               expected="PromptQueued while a turn runs")
     if event.turn_id == s.turn.turn_id:
-        if (event.message_id, event.text) == s.turn.prompt:
-            tick.stale(event, event.turn_id, "this prompt was already received")
-            return
         raise UnknownId(part="session", phase=s.phase.name, event=event,
                         expected=f"a new turn id (the last turn was {s.turn.turn_id!r})")
     if (fifo.find(s.fifo, event.turn_id) is not None
             or any(held.turn_id == event.turn_id for held in s.deferred.turns)):
-        raise UnknownId(part="session", phase=s.phase.name, event=event,
-                        expected="a turn id no queued prompt or held automatic turn uses")
+        # A reused id is refused at admission, its text handed back, nothing changed.
+        tick.emit(PromptRefused(prompt_id=event.turn_id, text=event.text,
+                                reason="this prompt id is already in use"))
+        return
     # The client's prompt arrived: a wait for a prompt it reported holding is over.
     tick.s = replace(s, client_prompt=False)
     tick.submitted = event
 
 
 def on_continue(tick: Tick, event: ContinueTurn) -> None:
-    if _closed(tick):
+    s = tick.s
+    if closed_reason(s):
         tick.stale(event, event.turn_id, "the session is closed")
         return
+    if s.phase is not P.IDLE:
+        if event.turn_id == s.turn.turn_id and s.turn.resume_phase is None:
+            # A second click on Continue: the turn already goes on.
+            tick.stale(event, event.turn_id, "this turn is already continuing")
+            return
+        raise UnexpectedEvent(part="session", phase=s.phase.name, event=event,
+                              expected="ContinueTurn while the session is idle")
     tick.submitted = event
 
 
