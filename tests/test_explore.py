@@ -56,7 +56,7 @@ def test_every_state_within_the_ci_depth_keeps_every_rule() -> None:
 def test_a_short_fuzz_run_keeps_every_rule() -> None:
     """A few thousand random steps through all three configurations break no rule that no known
     bug explains, and reach the guard's continuations."""
-    steps = 1000 if PROFILE in ("compat", "mutation") else 4000
+    steps = 1000 if PROFILE in ("compat", "mutation") else 20000
     report = explore.fuzz(steps, seed=0)
     assert report.steps == steps
     assert not report.new_violations, "\n".join(v.describe() for v in report.new_violations)

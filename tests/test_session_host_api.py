@@ -236,3 +236,35 @@ def test_only_the_message_loop_calls_a_parts_reducer() -> None:
                     owner = getattr(func, "value", None)
                     calls.append(f"{path.name}:{name}:{getattr(owner, 'id', '')}")
     assert sorted(calls) == ["translate.py:guard_into:", "translate.py:reduce_into:turn_part"]
+
+
+class FailingLeadSaves(Host):
+    """A host whose storage refuses every Lead save."""
+
+    def answer(self, command: at.Command) -> None:
+        if isinstance(command, at.SaveLead):
+            self.queue.append(at.LeadSaveFailed(lead_id=command.lead_id, reason="io"))
+        else:
+            super().answer(command)
+
+
+@pytest.mark.req("SG-B1", "SO-1", "LD-7")
+def test_a_drained_message_whose_save_fails_resets_no_budget() -> None:
+    """req: SG-B1, SO-1, LD-7 — after the guard's first continuation, a drained message whose save
+    fails comes back as a draft and never reaches the model, so it is no new user input: the
+    stop is decided again with the budget it had, and the chain gets one more guard stream, not
+    two (found by the fuzzer: three guard-attributable streams)."""
+    host = FailingLeadSaves()
+    drains = iter([(), ("and the docs",)])  # the second stop's drain brings the message
+    host.drain = lambda c: se.MidTurnDrained(drain_id=c.drain_id, messages=next(drains, ()))
+    host.responses.append(say("Planning.", todo_call("tw1")))
+    host.tool_results["tw1"] = {"output": "1 todo", "structured": todos("pending")}
+    host.responses.extend([say("Stopping."), say("Still going."),
+                           say("Reading.", at.ToolCall(call_id="r1", name="read_file")),
+                           say("never sent")])
+    host.send(PROMPT)
+    assert [c.draft for c in host.commands(at.ReturnDraft)] == ["and the docs"]
+    assert len(host.published(se.EntryKind.GUARD_CHUNK)) == 2
+    (end,) = host.commands(at.EndTurn)
+    assert (end.outcome.kind, end.outcome.halt_kind) == (at.OutcomeKind.HALTED,
+                                                         at.HardStopKind.GUARD_BUDGET)

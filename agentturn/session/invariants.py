@@ -34,7 +34,8 @@ from typing import NamedTuple
 from .. import commands as c
 from .. import events as e
 from .._base import Command
-from ..guard.texts import MAX_ATTEMPTS
+from ..guard.state import GuardPhase
+from ..guard.texts import MAX_ATTEMPTS, is_guard_prompt
 from ..records import ToolResultRecord, UserMessageRecord
 from ..turn_state import TurnPhase
 from . import fifo
@@ -46,6 +47,10 @@ from .waiting import WaitKind, waiting_for
 
 __all__ = ["HardBound", "held_texts", "lost_texts", "stuck"]
 
+#: How a plain guard continuation begins (a combined one begins with the hook's reason).
+_GUARD_OPENING = "[Todo Stop Guard]"
+#: Guard phases with no work chain: entering one is a chain boundary.
+_NO_CHAIN_PHASES = frozenset({GuardPhase.NO_CHAIN, GuardPhase.PLAN})
 #: A piece of text: ``("user", message_id)`` for a prompt or user-role record,
 #: ``("result", call_id)`` for a tool result, ``("lead", lead_id)`` for a Lead instruction.
 Key = tuple[str, str]
@@ -162,48 +167,64 @@ def stuck(state: SessionState) -> list[str]:
 
 
 class HardBound(NamedTuple):
-    """The hard-bound monitor along a run: guard-attributable streams since the last user
-    input, whether the last attributable stream left a tool loop open, and the requests sent
-    inside that loop (their streams are attributable too). Hashable, so an explorer can key
-    its nodes by ``(state, monitor)``."""
+    """The hard-bound monitor along a run. Hashable, so an explorer can key its nodes by
+    ``(state, monitor)``.
 
+    A stream is guard-attributable when it is a guard continuation (its discrete chunk is
+    published as it opens) or a follow-up that sends the tool results of an attributable stream
+    (SG-B4), with one exception the design makes: the follow-up of a *combined* hook + guard
+    continuation that completed every todo is the hook's own loop (SG-B8). User input (a
+    request carrying Lead instructions), a new work chain and a chain boundary start over.
+    """
+
+    #: Guard-attributable streams since the last user input.
     streams: int = 0
+    #: The last attributable stream's tool calls are running: its follow-up is attributable.
     loop_open: bool = False
+    #: Requests sent inside that loop, whose streams will be attributable when they open.
     follow_ups: frozenset[str] = frozenset()
+    #: A combined hook + guard continuation's message was saved; its stream has not opened.
+    combined_next: bool = False
+    #: The open loop comes from a combined continuation.
+    combined: bool = False
 
     def step(self, before: SessionState, event: object, after: SessionState,
              commands: tuple[Command, ...]) -> tuple[HardBound, list[str]]:
         """The monitor after one accepted step, and what broke (an empty list if nothing)."""
-        streams, loop_open, follow_ups = self
-        if after.guard.chain != before.guard.chain:
+        streams, loop_open, follow_ups, combined_next, combined = self
+        boundary = (after.guard.phase in _NO_CHAIN_PHASES
+                    and before.guard.phase not in _NO_CHAIN_PHASES)
+        if after.guard.chain != before.guard.chain or boundary:
             # A new work chain is a new stage: a prompt (user input) or an unrelated automatic
-            # turn's own chain (SG-A10); a related one keeps the chain, and its count.
-            streams, loop_open, follow_ups = 0, False, frozenset()
+            # turn's own chain (SG-A10); a related one keeps the chain, and its count. A chain
+            # boundary (trust cleared, Approval plan mode) ends the chain: what runs after it
+            # is no longer the guard's (SG-A12, SG-C3).
+            streams, loop_open, follow_ups, combined = 0, False, frozenset(), False
         chunk = any(isinstance(x, sv.Publish) and x.entry.kind is EntryKind.GUARD_CHUNK
                     for x in commands)
         if isinstance(event, e.StreamOpened) and after.turn is not before.turn:
-            if chunk or event.request_id in follow_ups:
-                streams += 1
-                self_attributable = True
-            else:
-                self_attributable = False
-            follow_ups = frozenset()
-            current = self_attributable
-        else:
-            current = None
+            attributable = chunk or event.request_id in follow_ups
+            streams += int(attributable)
+            combined = attributable and (combined if event.request_id in follow_ups and not chunk
+                                         else combined_next)
+            loop_open, follow_ups, combined_next = attributable, frozenset(), False
         if isinstance(event, e.StreamCompleted) and after.turn is not before.turn:
             # The loop stays open only while the attributable stream's calls run.
             loop_open = loop_open and bool(event.tool_calls)
-        if current is not None:
-            loop_open = current
         for command in commands:
-            if isinstance(command, c.RequestModelStream):
-                if command.lead_ids:
-                    streams, loop_open, follow_ups = 0, False, frozenset()  # user input
+            if isinstance(command, c.Persist):
+                combined_next = combined_next or any(
+                    isinstance(r, UserMessageRecord) and is_guard_prompt(r.text)
+                    and not r.text.startswith(_GUARD_OPENING) for r in command.records)
+            elif isinstance(command, c.RequestModelStream):
+                if command.lead_ids:  # user input
+                    streams, loop_open, follow_ups, combined = 0, False, frozenset(), False
+                elif loop_open and combined and not after.guard.armed:
+                    loop_open = False  # SG-B8: every todo done; the rest is the hook's loop
                 elif loop_open:
                     follow_ups = follow_ups | {command.request_id}
             elif isinstance(command, c.EndTurn):
-                loop_open, follow_ups = False, frozenset()
+                loop_open, follow_ups, combined_next, combined = False, frozenset(), False, False
         problems = ([f"the hard bound: {streams} guard-attributable streams without new user "
                      "input"] if streams > MAX_ATTEMPTS else [])
-        return HardBound(streams, loop_open, follow_ups), problems
+        return HardBound(streams, loop_open, follow_ups, combined_next, combined), problems

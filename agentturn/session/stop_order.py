@@ -148,10 +148,14 @@ def after_drain(tick: Tick, messages: tuple[str, ...], queued: bool) -> None:
 
 def _mid_turn_input(tick: Tick, queued: bool) -> None:
     """SO-1: the user continuation runs in this loop; hooks and guard wait; a queued prompt
-    seen now keeps its priority at the next stop (SO-5)."""
+    seen now keeps its priority at the next stop (SO-5).
+
+    The guard's budget is reset when the user's input reaches the model: the request that
+    carries the instructions is new user input (``MidTurnMessage``, SG-A9), or sponsors the
+    guard loop's tool-result send (SG-B7). Not before: an instruction whose save fails never
+    reaches the model, and the stop is then decided again with the budget it had."""
     s = tick.s
     tick.s = replace(s, fifo_priority=s.fifo_priority or queued)
-    tick.to_guard(g.NaturalStop(mid_turn_messages=True))
     _decide(tick, Continuation.NONE, None)
 
 
