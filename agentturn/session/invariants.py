@@ -102,10 +102,18 @@ def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -
     message_of = {entry.prompt_id: entry.message_id for entry in before.fifo}
     if isinstance(event, sv.PromptAborted) and event.prompt_id in message_of:
         fates.add(("user", message_of[event.prompt_id]))  # the user cancelled it (SO-3)
+    brought: tuple[str, str] | None = None  # (prompt id, message id) of a prompt this event brings
+    if isinstance(event, sv.PromptQueued):
+        brought = (event.prompt_id, event.message_id)
+    elif isinstance(event, e.PromptSubmitted):
+        brought = (event.turn_id, event.message_id)
     for command in commands:
         if isinstance(command, sv.PromptRefused):
-            fates.add(("user", message_of.get(command.prompt_id, getattr(event, "message_id",
-                                                                          ""))))
+            # The prompt this event brought, or (at a close) a queued one handed back.
+            if brought is not None and command.prompt_id == brought[0]:
+                fates.add(("user", brought[1]))
+            else:
+                fates.add(("user", message_of.get(command.prompt_id, "")))
         elif isinstance(command, sv.AutomaticTurnDropped):
             fates.add(("user", command.message_id))
         elif isinstance(command, sv.AutomaticTurnDeferred) and command.coalesced_into:

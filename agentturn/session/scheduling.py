@@ -95,9 +95,11 @@ def _open_retry_window(tick: Tick) -> None:
     if (s.phase is not P.IDLE or not _keeps_the_chat(s) or s.retry_timer
             or not s.config.daemon or window == float("inf")):
         return
+    # One window per failure: a continued turn that fails again gets a new one. A window that
+    # ran out withdrew the retry, so it is never opened twice. (The key is the turn's, like the
+    # grace timer's one key: a firing that crosses a ``CancelTimer`` may be taken for the next
+    # window's, which only ends that window early.)
     key = f"{s.turn.turn_id}/retry"
-    if key in s.issued:
-        return  # this turn's window ran already
     tick.emit(StartTimer(key=key, seconds=window))
     tick.s = replace(s, retry_timer=key, issued=remember(s.issued, key))
 
