@@ -504,18 +504,25 @@ def test_invalidated_prompt_ending_in_error_releases_deferred_queue():
     assert [c.turn_id for c in h.commands(at.EndTurn)] == ["t1", "c1"]
 
 
-def test_related_result_runs_after_retry_window_and_keeps_budget():
-    """A related background result held through the retry window then runs as a trusted continuation
-    of the paused chain: the guard continues with the chain's budget (req: SG-A11, BG-5).
-    """
+def paused_with_background(kind: se.BackgroundKind, item_id: str) -> Checked:
+    """An armed chain that started background item ``item_id``, then whose request failed with
+    a network error: the chain is paused and the turn keeps the chat for its retry."""
     h = Checked()
     h.tool_results["tw1"] = {"output": "ok", "structured": todos("pending")}
     h.responses.append(say("working", todo_call("tw1")))
     h.send(prompt())
-    h.send(se.BackgroundStarted(kind=se.BackgroundKind.AGENT, item_id="bg1"))
+    h.send(se.BackgroundStarted(kind=kind, item_id=item_id))
     request = h.take(at.RequestModelStream)
     h.send(at.StreamOpened(request_id=request.request_id),
            at.StreamFailed(request_id=request.request_id, error="503", network=True))
+    return h
+
+
+def test_related_result_runs_after_retry_window_and_keeps_budget():
+    """A related background result held through the retry window then runs as a trusted continuation
+    of the paused chain: the guard continues with the chain's budget (req: SG-A11, BG-5).
+    """
+    h = paused_with_background(se.BackgroundKind.AGENT, "bg1")
     assert se.WaitKind.RETRY in [w.kind for w in se.waiting_for(h.state)]
     h.send(se.BackgroundEnded(item_id="bg1", notification_id="n1"),
            cron("a1", source="bg1", kind=se.AutomaticKind.NOTIFICATION))
@@ -534,14 +541,7 @@ def test_hard_stop_while_idle_is_not_cleared_by_related_result():
     """A hard stop arriving while idle suspends the paused chain; a later related result runs but
     never continues the guard (req: SG-A11, SG-S1).
     """
-    h = Checked()
-    h.tool_results["tw1"] = {"output": "ok", "structured": todos("pending")}
-    h.responses.append(say("working", todo_call("tw1")))
-    h.send(prompt())
-    h.send(se.BackgroundStarted(kind=se.BackgroundKind.SHELL, item_id="sh1"))
-    request = h.take(at.RequestModelStream)
-    h.send(at.StreamOpened(request_id=request.request_id),
-           at.StreamFailed(request_id=request.request_id, error="x", network=True))
+    h = paused_with_background(se.BackgroundKind.SHELL, "sh1")
     out = h.send(se.HardStopped(kind=at.HardStopKind.RESOURCE_LIMIT, reason="mem"))
     assert not any(isinstance(c, at.EndTurn) for c in out)
     h.send(se.BackgroundEnded(item_id="sh1", notification_id="n1"),
