@@ -1389,7 +1389,9 @@ class SessionHost(RuleBasedStateMachine):
         drain_id = self.pick(data, "DrainMidTurnQueue")
         self.send(S.MidTurnDrained(
             drain_id=drain_id, messages=choose(data, [()] * 3 + [data.draw(DRAINED)]),
-            has_queued_prompt=choose(data, [None, None, False, False, True])))
+            # after an abort crossed this drain, mostly the stale report that must be ignored
+            has_queued_prompt=choose(data, [None, None, False, False, True]
+                                     + [True] * (4 * self.snapshot_stale))))
 
     def move_drain_timeout(self, data: st.DataObject) -> None:
         self.send(S.TimerFired(key=self.pick(data, "DrainMidTurnQueue")))
