@@ -339,9 +339,7 @@ def _on_prompt(state: TurnState, event: PromptSubmitted, out: _Commands) -> Turn
     # unsaved records and a result for each of its unstarted calls: they go first, in the same
     # write as the new prompt, so nothing is lost and every call ends with one record.
     # A turn whose final write failed owes its records the same way (``owed``).
-    carried: tuple[Record, ...] = state.owed
-    if state.resume_phase is not None:
-        carried = state.batch + _results_for_rest(state, *_NOT_CONTINUED)
+    carried = state.owed + _owed_by_resumable(state)
     # Instructions saved in a turn that ended with a resumable error are reported now: the
     # new prompt is not that turn (LD-3, LD-13).
     queue = state.lead

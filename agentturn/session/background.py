@@ -88,6 +88,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 
 import attrs
 
@@ -112,10 +113,12 @@ __all__ = [
     "notification_queued",
     "pop_next",
     "release",
+    "relevant_ids",
     "relevant_input",
     "snapshot_baseline",
     "started",
     "suppress_follow_ups",
+    "take",
 ]
 
 #: Automatic turns a :class:`Deferred` holds by default.
@@ -249,16 +252,20 @@ def is_related(bg: Background, source_id: str) -> bool:
     return source_id in bg.chain_items
 
 
-def relevant_input(bg: Background) -> bool:
-    """Whether relevant background input is pending (BG-2, BG-3, SO-7): a live item whose id is
-    not in the baseline, or a queued notification that was not queued at the boundary and whose
-    source the chain owns."""
+def relevant_ids(bg: Background) -> Iterator[str]:
+    """The ids of the relevant background input pending (BG-2, BG-3, SO-7): each live item whose
+    id is not in the baseline, then each queued notification that was not queued at the
+    boundary and whose source the chain owns."""
     baseline = bg.baseline
-    if any(item.item_id not in baseline.item_ids for item in bg.live):
-        return True
-    return any(note.source_id in bg.chain_items
-               and note.notification_id not in baseline.notification_ids
-               for note in bg.queued)
+    yield from (item.item_id for item in bg.live if item.item_id not in baseline.item_ids)
+    yield from (note.notification_id for note in bg.queued
+                if note.source_id in bg.chain_items
+                and note.notification_id not in baseline.notification_ids)
+
+
+def relevant_input(bg: Background) -> bool:
+    """Whether any relevant background input is pending (:func:`relevant_ids`)."""
+    return next(relevant_ids(bg), None) is not None
 
 
 # --- deferred automatic turns (BG-5, BG-6) ------------------------------------------------------
@@ -383,6 +390,12 @@ def release(queue: Deferred) -> tuple[Deferred, tuple[AutomaticTurn, ...]]:
     if not queue.turns:
         return queue, ()
     return _replace_deferred(queue, turns=()), queue.turns
+
+
+def take(queue: Deferred, turn_id: str) -> Deferred:
+    """The queue without the held turn ``turn_id`` (the same queue if it is not held)."""
+    turns = tuple(turn for turn in queue.turns if turn.turn_id != turn_id)
+    return queue if len(turns) == len(queue.turns) else _replace_deferred(queue, turns=turns)
 
 
 def pop_next(queue: Deferred) -> tuple[Deferred, AutomaticTurn | None]:

@@ -169,7 +169,8 @@ def stuck(state: SessionState) -> list[str]:
             problems.append(f"never stuck: waits for background {item.answer_id!r} that is gone")
         if item.kind is WaitKind.RETRY and state.turn.resume_phase is None:
             problems.append("never stuck: waits for a retry no turn offers")
-    if len({(o.command, o.answer_id) for o in outstanding(state)}) != len(outstanding(state)):
+    owed = outstanding(state)
+    if len({(o.command, o.answer_id) for o in owed}) != len(owed):
         problems.append("never stuck: an awaiting command is outstanding twice")
     return problems
 

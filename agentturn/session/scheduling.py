@@ -183,10 +183,7 @@ def _start_next(tick: Tick) -> bool:
         related = bg.is_related(s.background, held.source_id)  # as of now, not when it was due
         if not g.defers_automatic_turn(s.guard, related):
             message_id, text = held_prompt(s, held.turn_id)
-            tick.s = replace(s, deferred=bg.Deferred(
-                max_deferred=s.deferred.max_deferred,
-                turns=tuple(t for t in s.deferred.turns if t.turn_id != held.turn_id)),
-                deferred_prompts=tuple(p for p in s.deferred_prompts if p[0] != held.turn_id))
+            tick.s = _forget(s, held.turn_id)
             _start_automatic(tick, held, related, message_id, text)
             return True
     if tick.due is not None:
@@ -246,6 +243,12 @@ def _start_automatic(tick: Tick, turn: bg.AutomaticTurn, related: bool, message_
     tick.to_turn(PromptSubmitted(turn_id=turn.turn_id, message_id=message_id, text=text))
 
 
+def _forget(s: SessionState, turn_id: str) -> SessionState:
+    """``s`` without the held automatic turn ``turn_id`` and the prompt it would send."""
+    return replace(s, deferred=bg.take(s.deferred, turn_id), deferred_prompts=tuple(
+        prompt for prompt in s.deferred_prompts if prompt[0] != turn_id))
+
+
 def _hold(tick: Tick, turn: bg.AutomaticTurn, message_id: str, text: str) -> None:
     """Hold an automatic turn in the bounded queue (BG-5, BG-6); nothing leaves it silently."""
     s = tick.s
@@ -259,8 +262,7 @@ def _hold(tick: Tick, turn: bg.AutomaticTurn, message_id: str, text: str) -> Non
         evicted = outcome.evicted
         if evicted is not None:
             evicted_message, evicted_text = held_prompt(s, evicted.turn_id)
-            tick.s = replace(s, deferred_prompts=tuple(
-                p for p in s.deferred_prompts if p[0] != evicted.turn_id))
+            tick.s = _forget(s, evicted.turn_id)  # ``defer`` already took the turn itself
             tick.emit(AutomaticTurnDropped(
                 turn_id=evicted.turn_id, message_id=evicted_message, text=evicted_text,
                 reason="the deferred queue is full; the oldest unrelated automatic turn made "

@@ -37,7 +37,6 @@ from ..commands import (
     EndTurn,
     ExecuteTool,
     RequestModelStream,
-    StaleAnswerIgnored,
 )
 from ..events import AmendRequest, HardStopped
 from ..guard.reducer import reduce_into as guard_into
@@ -54,12 +53,13 @@ __all__ = ["publish_entry", "run"]
 P = SessionPhase
 _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhausted",
                    "attempt": MAX_ATTEMPTS, "maxAttempts": MAX_ATTEMPTS}
-#: Endings a chain resumes from: a natural stop (its stop order already told the guard) and a
-#: resumable error (the guard is paused for the retry). Stop, permission cancellation and
-#: halts told the guard themselves; any other ending leaves nothing to resume.
-_RESUMABLE_KINDS = frozenset({OutcomeKind.FINISHED, OutcomeKind.EMPTY_RESPONSE,
-                              OutcomeKind.CANCELLED, OutcomeKind.HALTED,
-                              OutcomeKind.COMPACTION_FAILED, OutcomeKind.TOKEN_LIMIT})
+#: Endings the guard has heard about already: a natural stop (the stop order told it), Stop,
+#: a cancelled dialog, a halt, a compaction failure and a token rejection (each told it as it
+#: happened). A resumable error pauses the chain for its retry. Any other ending leaves the
+#: chain nothing to resume from, and the guard is told so at the turn's end.
+_HEARD_BY_THE_GUARD = frozenset({OutcomeKind.FINISHED, OutcomeKind.EMPTY_RESPONSE,
+                                 OutcomeKind.CANCELLED, OutcomeKind.HALTED,
+                                 OutcomeKind.COMPACTION_FAILED, OutcomeKind.TOKEN_LIMIT})
 
 
 def run(tick: Tick) -> None:
@@ -213,7 +213,7 @@ def _turn_ended(tick: Tick, end: EndTurn) -> None:
         # saved, say): nothing was consumed; an error pauses for a retry (SG-S2, SG-B3).
         tick.to_guard(g.RequestErrored(kind=g.ErrorKind.API) if outcome.resumable
                       else g.GuardStreamNotOpened(reason=g.NotOpenedReason.CANCELLED))
-    elif not outcome.resumable and outcome.kind not in _RESUMABLE_KINDS:
+    elif not outcome.resumable and outcome.kind not in _HEARD_BY_THE_GUARD:
         tick.to_guard(g.HardStopped(kind=HardStopKind.UNRESUMABLE))
     # A drain that timed out belongs to this turn: a late reply after it ended is handed back
     # to the client (BR-3), never joined to the next turn as its Lead.
@@ -231,7 +231,3 @@ def _turn_ended(tick: Tick, end: EndTurn) -> None:
     tick.s = replace(tick.s, phase=P.IDLE)
     tick.ended = end
 
-
-def absorb_late(tick: Tick, event: object, answer_id: str, why: str) -> None:
-    """One ``StaleAnswerIgnored`` for ``event``; nothing changes."""
-    tick.emit(StaleAnswerIgnored(event=type(event).__name__, answer_id=answer_id, reason=why))

@@ -95,11 +95,6 @@ def waiting_for(state: SessionState) -> tuple[Waiting, ...]:
     if state.phase is SessionPhase.IDLE and state.turn.resume_phase is not None:
         found.append(Waiting(kind=WaitKind.RETRY, answer_id=state.turn.turn_id))
     if state.phase is SessionPhase.IDLE and g.holds_automatic_turns(state.guard):
-        work = state.background
-        found.extend(Waiting(kind=WaitKind.BACKGROUND, answer_id=item.item_id)
-                     for item in work.live if item.item_id not in work.baseline.item_ids)
-        found.extend(Waiting(kind=WaitKind.BACKGROUND, answer_id=note.notification_id)
-                     for note in work.queued
-                     if note.source_id in work.chain_items
-                     and note.notification_id not in work.baseline.notification_ids)
+        found.extend(Waiting(kind=WaitKind.BACKGROUND, answer_id=answer_id)
+                     for answer_id in bg.relevant_ids(state.background))
     return tuple(found)
