@@ -41,7 +41,7 @@ from ._base import Command, Event
 from .guard.state import GuardConfig, GuardState
 from .session.ring import Meta
 from .session.state import SessionConfig, SessionState
-from .turn_state import TurnConfig
+from .turn.state import TurnConfig
 
 __all__ = [
     "FORMAT",

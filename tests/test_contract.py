@@ -159,9 +159,40 @@ def test_the_core_reads_no_clock_randomness_or_io() -> None:
                         re.M)
     package = pathlib.Path(at.__file__).parent
     core = [path for path in package.rglob("*.py")
-            if path.name not in ("__main__.py", "demo.py")]
+            if "tools" not in path.relative_to(package).parts and path.name != "__main__.py"]
     assert len(core) > 10
     offenders = [path.name for path in core if banned.search(path.read_text())]
+    assert offenders == []
+
+
+def test_no_library_module_imports_the_tools() -> None:
+    """``agentturn.tools`` is what a person runs: no module outside it imports it (the package's
+    ``__main__`` is the command line's entry, not library code)."""
+    import ast
+    import pathlib
+
+    package = pathlib.Path(at.__file__).parent
+    library = [path for path in package.rglob("*.py")
+               if "tools" not in path.relative_to(package).parts and path.name != "__main__.py"]
+    assert len(library) > 30
+    offenders = []
+    for path in library:
+        depth = len(path.relative_to(package).parts) - 1  # how many packages below agentturn
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 0:
+                    names = [node.module or ""]
+                elif node.level == depth + 1:  # relative to agentturn itself
+                    names = [f"agentturn.{node.module}" if node.module
+                             else f"agentturn.{alias.name}" for alias in node.names]
+                else:
+                    names = []
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            offenders += [f"{path.name}: {name}" for name in names
+                          if name == "agentturn.tools" or name.startswith("agentturn.tools.")]
     assert offenders == []
 
 

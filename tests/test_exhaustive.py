@@ -1,7 +1,7 @@
 """Every phase of every part against every event class it takes: a documented transition, a
 late answer absorbed, or a ProtocolError that changes nothing; never another exception.
 
-The states are real: :func:`agentturn.explore.reachable` walks the session from a new session
+The states are real: :func:`agentturn.tools.explore.reachable` walks the session from a new session
 and from a few starting points (each reached by real events) over the explorer's alphabet, and
 the turn, Lead, title and guard states are the parts of those session states (plus a manual
 rename, for the title phases only a rename reaches). No private field is ever set by hand.
@@ -27,7 +27,7 @@ import pytest
 from conftest import PROFILE
 
 import agentturn as at
-from agentturn import explore
+from agentturn.tools import explore
 from agentturn import guard as g
 from agentturn import lead as lead_part
 from agentturn import session as S

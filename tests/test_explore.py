@@ -7,7 +7,7 @@ walks at random; CI runs a few thousand steps. The deeper runs and their figures
 
 The reducer bugs they found are pinned below by their shortest sequences: each open one as an
 ``xfail(strict=True)`` test (a fix makes it pass, and the marker and the entry in
-``agentturn.explore.KNOWN_BUGS`` must then go), each fixed one as a plain regression test.
+``agentturn.tools.explore.KNOWN_BUGS`` must then go), each fixed one as a plain regression test.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from conftest import PROFILE
 
 import agentturn as at
-from agentturn import explore
+from agentturn.tools import explore
 from agentturn import guard as g
 from agentturn import session as S
-from agentturn.__main__ import main
+from agentturn.tools.cli import main
 
 #: The depth CI explores from every starting point (under a minute on the CI machine); the
 #: lighter profiles (the other Pythons in CI, and mutation testing, which runs these tests once

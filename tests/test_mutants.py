@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 import agentturn as at
-from agentturn import explore
+from agentturn.tools import explore
 from agentturn import guard as g
 
 ON = g.GuardConfig(todo_stop_guard=True, daemon=True)

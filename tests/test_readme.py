@@ -8,7 +8,7 @@ import re
 import pytest
 
 import agentturn as at
-from agentturn.demo import SCRIPT, timeline
+from agentturn.tools.demo import SCRIPT, timeline
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def test_the_demo_script_is_valid_end_to_end() -> None:
 @pytest.mark.parametrize("part", ["turn", "lead", "titles", "guard", "session"])
 def test_the_command_line_prints_diagrams(part: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``agentturn diagram PART`` prints Mermaid."""
-    from agentturn.__main__ import main
+    from agentturn.tools.cli import main
 
     assert main(["diagram", part]) == 0
     assert "stateDiagram-v2" in capsys.readouterr().out
@@ -68,7 +68,7 @@ def test_the_daemon_scene_tells_the_stop_order() -> None:
     """req: OB-1, OB-3, SO-2 — the daemon scene shows two guard continuations committed when
     their streams open, the exhaustion message once, and a queued prompt that takes priority
     over the armed guard at the next stop and runs next."""
-    from agentturn.demo_daemon import daemon_timeline
+    from agentturn.tools.demo_daemon import daemon_timeline
 
     text = daemon_timeline()
     lines = text.splitlines()

@@ -458,7 +458,7 @@ def test_the_session_refuses_a_prompt_while_a_turn_runs_and_changes_nothing() ->
 
 def test_the_session_graph_is_drawn_from_its_table() -> None:
     """``agentturn diagram session`` draws the declared graph."""
-    from agentturn.__main__ import main
+    from agentturn.tools.cli import main
 
     assert main(["diagram", "session"]) == 0
 

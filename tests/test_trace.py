@@ -16,7 +16,7 @@ import agentturn as at
 from agentturn import guard as g
 from agentturn import session as se
 from agentturn import trace
-from agentturn.__main__ import main
+from agentturn.tools.cli import main
 from agentturn.testing import strategies
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ from .._base import Command
 from ..guard.state import GuardPhase
 from ..guard.texts import MAX_ATTEMPTS, is_guard_prompt
 from ..records import ToolResultRecord, UserMessageRecord
-from ..turn_state import TurnPhase
+from ..turn.state import TurnPhase
 from . import fifo
 from . import vocabulary as sv
 from .reducer import outstanding

@@ -29,7 +29,7 @@ from .._base import FieldError, State, Value, is_bool, is_id, one_of
 from ..commands import TurnOrigin
 from ..guard.state import GuardConfig, GuardState
 from ..phases import PhaseGraph
-from ..turn_state import TurnConfig, TurnState
+from ..turn.state import TurnConfig, TurnState
 from . import background as bg
 from .fifo import QueuedPrompt
 from .ring import EventRing, Usage

@@ -43,7 +43,7 @@ from ..events import (
     ToolFinished,
 )
 from ..records import HardStopKind
-from ..turn_state import TurnPhase
+from ..turn.state import TurnPhase
 from . import fifo
 from .ring import EntryKind, count_model_call
 from .state import Continuation, SessionPhase

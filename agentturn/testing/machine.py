@@ -48,7 +48,7 @@ from ..records import ToolCall
 from ..session import vocabulary as sv
 from ..session.reducer import reduce
 from ..session.state import SessionConfig, SessionState
-from ..turn_state import TurnConfig
+from ..turn.state import TurnConfig
 
 __all__ = ["Adapter", "EngineResponse", "ReferenceAdapter", "SessionSpec", "World"]
 

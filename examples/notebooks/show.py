@@ -2,8 +2,8 @@
 
 ``Player(reduce, state).play(...)`` feeds events in order and returns the :class:`Steps` it
 took; Jupyter shows them as an HTML table (event in, commands out, phase after), ``print`` as
-plain text. Each line comes from :func:`agentturn.demo.describe_event` and
-:func:`agentturn.demo.describe_command`, with a few lines of its own for the Lead queue, the
+plain text. Each line comes from :func:`agentturn.tools.demo.describe_event` and
+:func:`agentturn.tools.demo.describe_command`, with a few lines of its own for the Lead queue, the
 todo stop guard and the session, whose events and commands the demo's turn does not tell.
 
 Nothing here decides anything: it calls the reducer it is given and keeps what it returned.
@@ -21,7 +21,7 @@ import attrs
 import agentturn as at
 from agentturn import guard as g
 from agentturn import session as se
-from agentturn.demo import describe_command, describe_event
+from agentturn.tools.demo import describe_command, describe_event
 
 __all__ = ["Player", "Row", "Steps", "Table", "describe", "short"]
 

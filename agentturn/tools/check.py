@@ -22,12 +22,12 @@ from typing import Any
 
 import attrs
 
-from ._base import Command, Event, Step
-from .commands import ExecuteTool, Persist, RequestModelStream
-from .errors import ProtocolError
-from .events import LeadSubmitted, Persisted, PersistFailed, PromptSubmitted
-from .records import ResponseRecord
-from .trace import Trace
+from .._base import Command, Event, Step
+from ..commands import ExecuteTool, Persist, RequestModelStream
+from ..errors import ProtocolError
+from ..events import LeadSubmitted, Persisted, PersistFailed, PromptSubmitted
+from ..records import ResponseRecord
+from ..trace import Trace
 
 __all__ = ["Divergence", "Report", "broken_invariants", "check", "initial", "reducer"]
 
@@ -61,14 +61,14 @@ class Report:
 def initial(trace: Trace) -> Any:
     """The state the trace starts from."""
     if trace.part == "turn":
-        from .turn_state import TurnState
+        from ..turn.state import TurnState
 
         return TurnState.create(trace.chat_id, trace.config)
     if trace.part == "guard":
-        from .guard import GuardState
+        from ..guard import GuardState
 
         return GuardState.create(trace.config)
-    from .session import Session
+    from ..session import Session
 
     return Session.create(trace.config)
 
@@ -76,14 +76,14 @@ def initial(trace: Trace) -> Any:
 def reducer(part: str) -> Callable[[Any, Any], Step[Any]]:
     """The reducer of ``part``."""
     if part == "turn":
-        from .turn import reduce as turn_reduce
+        from ..turn import reduce as turn_reduce
 
         return turn_reduce
     if part == "guard":
-        from .guard import reduce as guard_reduce
+        from ..guard import reduce as guard_reduce
 
         return guard_reduce
-    from .session import reduce as session_reduce
+    from ..session import reduce as session_reduce
 
     return session_reduce
 
@@ -110,8 +110,8 @@ def check(trace: Trace) -> Report:
 
 def broken_invariants(trace: Trace) -> tuple[str, ...]:
     """The rules the recorded commands break, each with the step where it broke."""
-    from .session.ring import EntryKind
-    from .session.vocabulary import MidTurnDrained, Publish
+    from ..session.ring import EntryKind
+    from ..session.vocabulary import MidTurnDrained, Publish
 
     broken: list[str] = []
     cut_off: set[str] = set()

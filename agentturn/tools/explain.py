@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._base import Command, Event
-from .commands import (
+from .._base import Command, Event
+from ..commands import (
     DecideNaturalStop,
     EndTurn,
     ExecuteTool,
@@ -28,16 +28,16 @@ from .commands import (
     SetTitle,
     StaleAnswerIgnored,
 )
-from .events import (
+from ..events import (
     PermissionDecided,
     Persisted,
     PromptSubmitted,
     StopPressed,
     StreamCompleted,
 )
-from .guard.texts import is_guard_prompt
-from .records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
-from .trace import Trace
+from ..guard.texts import is_guard_prompt
+from ..records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
+from ..trace import Trace
 
 __all__ = ["explain"]
 
@@ -79,7 +79,7 @@ class _Story:
 
 
 def _event_line(event: Event, story: _Story) -> Iterator[str]:
-    from .session import vocabulary as se
+    from ..session import vocabulary as se
 
     if isinstance(event, PromptSubmitted):
         yield f"The user asked {_quote(event.text)} (turn {event.turn_id})."
@@ -114,8 +114,8 @@ def _event_line(event: Event, story: _Story) -> Iterator[str]:
 
 
 def _command_line(command: Command, story: _Story) -> Iterator[str]:
-    from .session import vocabulary as se
-    from .session.ring import EntryKind
+    from ..session import vocabulary as se
+    from ..session.ring import EntryKind
 
     if isinstance(command, Persist):
         story.writes[command.key] = command.records

@@ -22,12 +22,12 @@ from typing import Any
 
 import attrs
 
-from ._base import FieldError, State, Value, is_bool, non_negative, one_of, optional
-from .commands import Record
-from .lead import Admission, LeadEntry, LeadQueue
-from .phases import PhaseGraph
-from .records import FinishKind, FinishReason, ToolCall, TurnOutcome
-from .titles import TitleState
+from .._base import FieldError, State, Value, is_bool, non_negative, one_of, optional
+from ..commands import Record
+from ..lead import Admission, LeadEntry, LeadQueue
+from ..phases import PhaseGraph
+from ..records import FinishKind, FinishReason, ToolCall, TurnOutcome
+from ..titles import TitleState
 
 __all__ = [
     "SAVING_PHASES",

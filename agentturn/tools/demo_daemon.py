@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ._base import Command, Event
-from .commands import EndTurn, ExecuteTool, Persist, RequestModelStream, SaveLead
+from .._base import Command, Event
+from ..commands import EndTurn, ExecuteTool, Persist, RequestModelStream, SaveLead
 from .demo import describe_command, describe_event
-from .events import (
+from ..events import (
     PromptSubmitted,
     StreamCompleted,
     StreamOpened,
     ToolFinished,
 )
-from .guard import GuardConfig
-from .records import ToolCall
-from .turn_state import TurnConfig
+from ..guard import GuardConfig
+from ..records import ToolCall
+from ..turn.state import TurnConfig
 
 __all__ = ["daemon_config", "daemon_scene", "daemon_timeline"]
 
@@ -44,7 +44,7 @@ def _say(text: str, *calls: ToolCall) -> dict[str, Any]:
 
 
 def _describe(item: Event | Command) -> str:
-    from . import session as se
+    from .. import session as se
 
     if isinstance(item, se.Publish):
         entry = item.entry
@@ -72,7 +72,7 @@ def _describe(item: Event | Command) -> str:
 
 def _note(command: Command) -> str:
     """A short note after the commands the scene is about."""
-    from . import session as se
+    from .. import session as se
 
     if isinstance(command, se.Publish):
         if command.entry.kind is se.EntryKind.GUARD_CHUNK:
@@ -93,7 +93,7 @@ def daemon_timeline() -> str:
 
 def daemon_config() -> Any:
     """The session configuration of the scene."""
-    from . import session as se
+    from .. import session as se
 
     return se.SessionConfig(chat_id="chat-2", turn=TurnConfig(auto_title=False),
                             guard=GuardConfig(todo_stop_guard=True, daemon=True))
@@ -101,7 +101,7 @@ def daemon_config() -> Any:
 
 def daemon_scene() -> tuple[str, list[tuple[Event, tuple[Command, ...]]]]:
     """The daemon scene: its text, and its (event, commands) pairs for a trace."""
-    from . import session as se
+    from .. import session as se
 
     state = se.Session.create(daemon_config())
     pairs: list[tuple[Event, tuple[Command, ...]]] = []
@@ -164,6 +164,6 @@ def daemon_scene() -> tuple[str, list[tuple[Event, tuple[Command, ...]]]]:
 
 def se_persisted(key: str) -> Event:
     """The storage's acknowledgement (a name the loop above reads well with)."""
-    from .events import Persisted
+    from ..events import Persisted
 
     return Persisted(key=key)

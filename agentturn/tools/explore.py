@@ -63,14 +63,14 @@ from typing import NamedTuple
 
 import attrs
 
-from . import commands as c
-from . import events as e
-from . import guard as g
-from . import lead as lead_part
-from ._base import AwaitingCommand, Command, Event
-from .errors import ProtocolError, UnexpectedEvent
-from .records import ToolCall
-from .session import (
+from .. import commands as c
+from .. import events as e
+from .. import guard as g
+from .. import lead as lead_part
+from .._base import AwaitingCommand, Command, Event
+from ..errors import ProtocolError, UnexpectedEvent
+from ..records import ToolCall
+from ..session import (
     SESSION_GRAPH,
     AutomaticKind,
     BackgroundKind,
@@ -80,11 +80,11 @@ from .session import (
     outstanding,
     reduce,
 )
-from .session import fifo as fifo_part
-from .session import vocabulary as sv
-from .session.invariants import HardBound, lost_texts, stuck
-from .session.ring import EntryKind
-from .turn_state import (
+from ..session import fifo as fifo_part
+from ..session import vocabulary as sv
+from ..session.invariants import HardBound, lost_texts, stuck
+from ..session.ring import EntryKind
+from ..turn.state import (
     LATE_MEMORY,
     SAVING_PHASES,
     LeadPermissionPolicy,

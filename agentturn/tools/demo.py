@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from ._base import Command, Event
-from .commands import (
+from .._base import Command, Event
+from ..commands import (
     AskPermission,
     EndTurn,
     ExecuteTool,
@@ -30,7 +30,7 @@ from .commands import (
     SaveLead,
     SetTitle,
 )
-from .events import (
+from ..events import (
     LeadSaved,
     LeadSubmitted,
     PermissionDecided,
@@ -42,8 +42,8 @@ from .events import (
     TitleGenerated,
     ToolFinished,
 )
-from .records import ResponseRecord, ToolCall, ToolResultRecord, UserMessageRecord
-from .turn import TurnState, reduce
+from ..records import ResponseRecord, ToolCall, ToolResultRecord, UserMessageRecord
+from ..turn import TurnState, reduce
 
 __all__ = ["SCRIPT", "describe_command", "describe_event", "steps", "timeline"]
 

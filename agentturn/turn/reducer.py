@@ -70,9 +70,9 @@ from typing import Any
 
 import attrs
 
-from . import lead, titles
-from ._base import AwaitingCommand, Command, Step, Value, builder, new_step, replacer
-from .commands import (
+from .. import lead, titles
+from .._base import AwaitingCommand, Command, Step, Value, builder, new_step, replacer
+from ..commands import (
     AskPermission,
     CancelStream,
     CancelTool,
@@ -88,8 +88,8 @@ from .commands import (
     StaleAnswerIgnored,
     UnsavedRecords,
 )
-from .errors import UnexpectedEvent, UnknownId, check_state
-from .events import (
+from ..errors import UnexpectedEvent, UnknownId, check_state
+from ..events import (
     AmendRequest,
     AutoTitlePreferenceChanged,
     ClientDisconnected,
@@ -117,7 +117,7 @@ from .events import (
     ToolFinished,
     WithdrawRetry,
 )
-from .records import (
+from ..records import (
     FinishKind,
     FinishReason,
     OutcomeKind,
@@ -127,8 +127,8 @@ from .records import (
     TurnOutcome,
     UserMessageRecord,
 )
-from .titles import TitleTrigger
-from .turn_state import (
+from ..titles import TitleTrigger
+from .state import (
     SAVING_PHASES,
     TURN_GRAPH,
     LeadPermissionPolicy,
