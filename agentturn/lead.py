@@ -42,7 +42,9 @@ import enum
 
 import attrs
 
-from ._base import Command, State, Step, Value, builder, new_step, replacer
+from ._base import Command, State, Step, Value
+from ._bounded import remember
+from ._trusted import builder, new_step, replacer
 from .commands import (
     DraftReason,
     LeadAccepted,
@@ -167,7 +169,7 @@ def _refuse(event: LeadSubmitted, reason: DraftReason, message: str) -> ReturnDr
 
 def _left(queue: LeadQueue, *lead_ids: str) -> tuple[str, ...]:
     """``queue.recent`` with ``lead_ids`` added, bounded."""
-    return (*queue.recent, *lead_ids)[-MAX_PENDING:]
+    return remember(queue.recent, *lead_ids, limit=MAX_PENDING)
 
 
 def _admission_refusal(queue: LeadQueue, event: LeadSubmitted) -> ReturnDraft | None:

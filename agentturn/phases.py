@@ -26,13 +26,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from .errors import UnexpectedEvent
 
 __all__ = ["Edge", "PhaseGraph"]
 
 P = TypeVar("P", bound=enum.Enum)
+H = TypeVar("H")
 
 #: One declared edge: the event (class) name, the phases it leaves, the phases it may enter.
 Edge = tuple[str, Iterable[P], Iterable[P]]
@@ -96,12 +97,26 @@ class PhaseGraph(Generic[P]):
     def check(self, phase: P, event: Any) -> None:
         """Raise :class:`UnexpectedEvent` unless ``event``'s type is accepted in ``phase``."""
         if (phase._name_, type(event).__name__) not in self._keys:
-            raise UnexpectedEvent(
-                part=self.part,
-                phase=phase.name,
-                event=event,
-                expected="one of " + ", ".join(sorted(self.accepts[phase]) or ["nothing"]),
-            )
+            self.refuse(phase, event)
+
+    def refuse(self, phase: P, event: Any) -> NoReturn:
+        """Raise :class:`UnexpectedEvent` for ``event`` in ``phase``, naming what it accepts."""
+        raise UnexpectedEvent(
+            part=self.part,
+            phase=phase.name,
+            event=event,
+            expected="one of " + ", ".join(sorted(self.accepts[phase]) or ["nothing"]),
+        )
+
+    def routes(self, handlers: Mapping[type, H]) -> Mapping[tuple[str, type], H]:
+        """The table joined with a reducer's handlers: ``(phase name, event class) -> handler``
+        for every edge whose event has a handler. A reducer builds it once, so the graph stays
+        the one place that says what each phase accepts."""
+        by_name = {cls.__name__: cls for cls in handlers}
+        if len(by_name) != len(handlers):
+            raise TypeError(f"{self.part}: two handled event classes share a name")
+        return MappingProxyType({(phase._name_, by_name[name]): handlers[by_name[name]]
+                                 for (phase, name) in self.table if name in by_name})
 
     def edges(self) -> frozenset[tuple[str, str, str]]:
         """Every edge as ``(source name, event name, destination name)``."""

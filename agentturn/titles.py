@@ -35,7 +35,8 @@ import enum
 
 import attrs
 
-from ._base import Command, FieldError, State, Step, replacer
+from ._base import Command, FieldError, State, Step
+from ._trusted import replacer
 from .commands import RequestTitle, SetTitle, StaleAnswerIgnored
 from .errors import UnknownId, check_state
 from .events import AutoTitlePreferenceChanged, ManualRename, TitleFailed, TitleGenerated

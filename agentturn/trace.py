@@ -39,6 +39,7 @@ from cattrs.strategies import configure_tagged_union
 from . import __version__
 from ._base import Command, Event
 from .guard.state import GuardConfig, GuardState
+from .registry import command_types, event_types, tag
 from .session.ring import Meta
 from .session.state import SessionConfig, SessionState
 from .turn.state import TurnConfig
@@ -63,40 +64,11 @@ __all__ = [
 
 FORMAT = "agentturn-trace"
 FORMAT_VERSION = 1
-PARTS = ("turn", "guard", "session")
+PARTS = ("turn", "guard", "session")  # the parts a trace can record
 
 
 class TraceError(ValueError):
     """The trace cannot be read: the message says where and why (never a traceback)."""
-
-
-def _classes(module: Any, base: type) -> list[type]:
-    return [value for name in module.__all__
-            if isinstance(value := getattr(module, name), type) and issubclass(value, base)
-            and value.__module__.startswith("agentturn") and attrs.has(value)
-            and value.__name__ not in ("AwaitingCommand", "Notice")]
-
-
-@cache
-def event_types() -> tuple[type, ...]:
-    """Every event class of every part."""
-    from . import events
-    from .guard import vocabulary as guard_words
-    from .session import vocabulary as session_words
-
-    return tuple(dict.fromkeys(_classes(events, Event) + _classes(guard_words, Event)
-                               + _classes(session_words, Event)))
-
-
-@cache
-def command_types() -> tuple[type, ...]:
-    """Every command class of every part."""
-    from . import commands
-    from .guard import vocabulary as guard_words
-    from .session import vocabulary as session_words
-
-    return tuple(dict.fromkeys(_classes(commands, Command) + _classes(guard_words, Command)
-                               + _classes(session_words, Command)))
 
 
 @cache
@@ -109,14 +81,6 @@ def _events() -> Any:
 def _commands() -> Any:
     """The tagged union of every command class."""
     return Union[command_types()]  # noqa: UP007
-
-
-def _tag(cls: type) -> str:
-    if cls.__module__.startswith("agentturn.guard"):
-        return f"guard.{cls.__name__}"
-    if cls.__module__.startswith("agentturn.session"):
-        return f"session.{cls.__name__}"
-    return cls.__name__
 
 
 @cache
@@ -132,7 +96,7 @@ def converter() -> cattrs.Converter:
         lambda tp: tp is frozenset or getattr(tp, "__origin__", None) is frozenset,
         lambda value: sorted(value, key=repr))
     for union in (_events(), _commands()):
-        configure_tagged_union(union, conv, tag_generator=_tag, tag_name="type")
+        configure_tagged_union(union, conv, tag_generator=tag, tag_name="type")
     return conv
 
 

@@ -50,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -60,6 +59,7 @@ from transitions import Machine
 import agentturn as at
 from agentturn import guard as g
 from agentturn import session as ss
+from agentturn.testing import EngineResponse, ScriptedHost
 
 #: One recorded event: its class, its plain fields, and the fields that hold values the host
 #: builds too (the tool calls of a response), as ``(name, ((class, fields), ...))``.
@@ -82,8 +82,8 @@ def _todos(done: int, total: int = 4) -> dict[str, Any]:
 # --- the recorded session ---------------------------------------------------------------------
 
 
-class ScriptedHost:
-    """Answers the session's commands in order, as a daemon host would, recording every event.
+class DaemonWorld(ScriptedHost):
+    """The benchmark's world, on agentturn's scripted host (answers go to the back of a queue).
 
     The model is scripted per turn: ``rounds`` tool rounds, response ``k`` calling ``1 + k % 4``
     tools (every third call needs permission, every fifth permission is denied; a todo-write
@@ -96,43 +96,19 @@ class ScriptedHost:
     """
 
     def __init__(self, rounds: int) -> None:
+        super().__init__(CONFIG)
         self.rounds = rounds
-        self.state = ss.Session.create(CONFIG)
-        self.trace: list[Spec] = []
-        self.pending: deque[at.Command] = deque()
-        self.responses = 0
-        self.tools = 0
-        self.permissions = 0
-        self.leads = 0
+        self.title_text = "Port the parser to the tree API"
+        self.drain = lambda command: ss.MidTurnDrained(drain_id=command.drain_id,
+                                                       has_queued_prompt=False)
+        self.counted = {"responses": 0, "tools": 0, "permissions": 0, "leads": 0}
         self.done = 0
 
-    def feed(self, cls: type, **fields: Any) -> None:
-        event = cls(**fields)
-        nested = tuple(
-            (name, tuple((type(item), attrs.asdict(item, recurse=False)) for item in value))
-            for name, value in fields.items()
-            if type(value) is tuple and value and attrs.has(type(value[0])))
-        plain = {name: value for name, value in fields.items()
-                 if name not in {name for name, _ in nested}}
-        self.trace.append((cls, plain, nested))
-        self.state, commands = ss.reduce(self.state, event)
-        self.pending.extend(commands)
-
-    def run_turn(self, turn: int) -> None:
-        self.feed(at.PromptSubmitted, turn_id=f"t{turn}", message_id=f"m{turn}",
-                  text="Port the parser to the new tree API and keep the tests green.")
-        if turn == 1:
-            self.feed(ss.PromptQueued, prompt_id="q1", message_id="mq1",
-                      text="Then update the changelog.")
-        self.drain()
-
-    def drain(self) -> None:
-        while self.pending:
-            self.answer(self.pending.popleft())
-
-    def respond(self, request_id: str) -> None:
-        self.responses += 1
-        k = int(request_id.rpartition("/r")[2])  # the request's number in its turn
+    def stream(self, request: at.RequestModelStream | None = None) -> EngineResponse | None:
+        assert request is not None
+        self.counted["responses"] += 1
+        number = self.counted["responses"]
+        k = int(request.request_id.rpartition("/r")[2])  # the request's number in its turn
         if k == 1:
             self.done = 0
         if k > self.rounds:
@@ -140,65 +116,78 @@ class ScriptedHost:
             calls: tuple[at.ToolCall, ...] = ()
             if todo:
                 self.done = 4
-                calls = (at.ToolCall(call_id=f"c{self.responses}-todo", name="todo_write",
+                calls = (at.ToolCall(call_id=f"c{number}-todo", name="todo_write",
                                      arguments="{}"),)
-            self.feed(at.StreamCompleted, request_id=request_id,
-                      text="Done: the parser uses the new tree API and the tests pass.",
-                      finish_reason="tool_use" if calls else "end_turn", tool_calls=calls)
-            return
+            return EngineResponse(text="Done: the parser uses the new tree API and the tests pass.",
+                                  raw_finish_reason="tool_use" if calls else "end_turn",
+                                  calls=calls)
         calls = tuple(
-            at.ToolCall(call_id=f"c{self.responses}-{n}", name=TOOLS[(k + n) % len(TOOLS)],
-                        arguments=ARGS, needs_permission=(self.responses + n) % 3 == 0)
+            at.ToolCall(call_id=f"c{number}-{n}", name=TOOLS[(k + n) % len(TOOLS)],
+                        arguments=ARGS, needs_permission=(number + n) % 3 == 0)
             for n in range(1 + k % 4))
         if k % 6 == 1 and self.done < 3:
-            calls = (*calls[:-1], at.ToolCall(call_id=f"c{self.responses}-todo",
+            calls = (*calls[:-1], at.ToolCall(call_id=f"c{number}-todo",
                                               name="todo_write", arguments="{}"))
-        self.feed(at.StreamCompleted, request_id=request_id,
-                  text="Reading the parser first." if k % 2 else "",
-                  finish_reason="tool_use", tool_calls=calls)
+        return EngineResponse(text="Reading the parser first." if k % 2 else "",
+                              raw_finish_reason="tool_use", calls=calls)
 
-    def answer(self, command: at.Command) -> None:
-        if isinstance(command, at.Persist):
-            self.feed(at.Persisted, key=command.key)
-        elif isinstance(command, at.RequestModelStream):
-            self.feed(at.StreamOpened, request_id=command.request_id)
-            self.respond(command.request_id)
-        elif isinstance(command, at.AskPermission):
-            self.permissions += 1
-            decision = (at.PermissionDecision.DENY if self.permissions % 5 == 0
-                        else at.PermissionDecision.ALLOW)
-            self.feed(at.PermissionDecided, call_id=command.call.call_id, decision=decision)
-        elif isinstance(command, at.ExecuteTool):
-            self.tools += 1
-            call = command.call
-            if self.tools % 11 == 0:
-                self.leads += 1
-                self.feed(at.LeadSubmitted, chat_id="chat-1", lead_id=f"lead-{self.leads}",
-                          text="Also keep the old entry point as a deprecated alias.")
-            if call.name == "todo_write":
-                self.done = min(self.done + 1, 4) if self.done < 4 else 4
-                self.feed(at.ToolFinished, call_id=call.call_id, output="Todos updated.",
-                          structured=_todos(self.done))
-            else:
-                self.feed(at.ToolFinished, call_id=call.call_id, output=OUTPUT)
-        elif isinstance(command, at.SaveLead):
-            self.feed(at.LeadSaved, lead_id=command.lead_id)
-        elif isinstance(command, at.RequestTitle):
-            self.feed(at.TitleGenerated, request_id=command.request_id,
-                      title="Port the parser to the tree API")
-        elif isinstance(command, ss.DrainMidTurnQueue):
-            self.feed(ss.MidTurnDrained, drain_id=command.drain_id, has_queued_prompt=False)
-        # notices and timers need no answer (every drain is answered before its timer fires)
+    def ask(self, call: at.ToolCall) -> at.PermissionDecision:
+        self.counted["permissions"] += 1
+        return (at.PermissionDecision.DENY if self.counted["permissions"] % 5 == 0
+                else at.PermissionDecision.ALLOW)
+
+    def run(self, call: at.ToolCall) -> tuple[str, Any]:
+        if call.name == "todo_write":
+            self.done = min(self.done + 1, 4)
+            return "Todos updated.", _todos(self.done)
+        return OUTPUT, None
+
+    def reply(self, command: at.Command) -> list[at.Event]:
+        answers = super().reply(command)
+        if isinstance(command, at.ExecuteTool):
+            self.counted["tools"] += 1
+            if self.counted["tools"] % 11 == 0:  # typed while this tool runs
+                self.counted["leads"] += 1
+                lead = at.LeadSubmitted(chat_id="chat-1", lead_id=f"lead-{self.counted['leads']}",
+                                        text="Also keep the old entry point as a deprecated alias.")
+                return [lead, *answers]
+        return answers
+
+
+def _spec(event: at.Event) -> Spec:
+    """``event`` as the host built it: its class, the fields it was given (the ones that differ
+    from their defaults), and the tool calls among them."""
+    given: dict[str, Any] = {}
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory()
+        if default is attrs.NOTHING or value != default:
+            given[field.name] = value
+    nested = tuple(
+        (name, tuple((type(item), attrs.asdict(item, recurse=False)) for item in value))
+        for name, value in given.items()
+        if type(value) is tuple and value and attrs.has(type(value[0])))
+    plain = {name: value for name, value in given.items()
+             if name not in {name for name, _ in nested}}
+    return (type(event), plain, nested)
 
 
 def record_trace(rounds: int = 40) -> list[Spec]:
     """Record a daemon session of three turns of about ``rounds`` tool rounds each."""
-    host = ScriptedHost(rounds)
+    host = DaemonWorld(rounds)
     for turn in (1, 2):
-        host.run_turn(turn)
-    if host.state.phase is not ss.SessionPhase.IDLE or host.state.fifo:
+        events: list[at.Event] = [at.PromptSubmitted(
+            turn_id=f"t{turn}", message_id=f"m{turn}",
+            text="Port the parser to the new tree API and keep the tests green.")]
+        if turn == 1:
+            events.append(ss.PromptQueued(prompt_id="q1", message_id="mq1",
+                                          text="Then update the changelog."))
+        host.send(*events)
+    if host.state.phase is not ss.SessionPhase.IDLE or host.state.fifo or host.held:
         raise SystemExit("the recorded session did not end idle with the queue empty")
-    return host.trace
+    return [_spec(event) for event, _ in host.steps]
 
 
 def build(spec: Spec) -> object:
@@ -237,7 +226,7 @@ def time_skeleton(trace: list[Spec], loops: int) -> float:
     """The fixed work of a session step with none of its logic: build the event as
     :func:`time_step` does, copy the turn state and the session state once each (with the
     cheapest copies the library has), build one command and the :class:`~agentturn.Step`."""
-    from agentturn._base import builder, new_step, replacer
+    from agentturn._trusted import builder, new_step, replacer
 
     with_seq = replacer(at.TurnState, "persist_seq")
     with_turn = replacer(ss.SessionState, "turn")

@@ -204,3 +204,48 @@ def test_parts_are_usable_alone() -> None:
     title = titles.TitleState.create("c")
     title, commands = titles.request_if_due(title, titles.TitleTrigger.USABLE_RESPONSE)
     assert commands == (at.RequestTitle(chat_id="c", request_id="c/title-1"),)
+
+
+def _handled_classes(annotation: object) -> set[type]:
+    """The classes an event parameter's annotation names (a class or a union of classes)."""
+    import types
+    import typing
+
+    if isinstance(annotation, type):
+        return {annotation}
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return {arg for arg in typing.get_args(annotation) if isinstance(arg, type)}
+    return set()
+
+
+def test_every_handler_is_typed_for_the_events_it_is_registered_for() -> None:
+    """The handler tables hold handlers of differently typed events, so they are typed with
+    ``Any`` for the event; this checks instead that each handler's own annotation names every
+    event class it is registered for (a handler for the wrong event would otherwise pass mypy).
+    A handler that takes ``object`` passes any event on unread."""
+    import typing
+
+    from agentturn.guard import reducer as guard_reducer
+    from agentturn.registry import events_of
+    from agentturn.session import reducer as session_reducer
+    from agentturn.turn import reducer as turn_reducer
+
+    session_events = events_of("turn", "guard", "session")
+    tables: list[tuple[str, dict[type, object], str]] = [
+        ("turn", dict(turn_reducer._HANDLERS), "event"),
+        ("guard", dict(guard_reducer._HANDLERS), "event"),
+        ("session", {session_events[name]: handler
+                     for name, handler in session_reducer._HANDLERS.items()}, "event"),
+    ]
+    wrong = []
+    for part, table, parameter in tables:
+        assert len(table) > 20
+        for cls, handler in table.items():
+            hints = typing.get_type_hints(handler)
+            if parameter not in hints:
+                wrong.append(f"{part}: {handler.__qualname__} has no {parameter!r} parameter")
+            elif hints[parameter] not in (typing.Any, object) and cls not in _handled_classes(
+                    hints[parameter]):  # ``object``: a pass-through, for any event
+                wrong.append(f"{part}: {handler.__qualname__} is registered for "
+                             f"{cls.__name__} but takes {hints[parameter]}")
+    assert wrong == []

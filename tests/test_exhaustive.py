@@ -27,14 +27,13 @@ import pytest
 from conftest import PROFILE
 
 import agentturn as at
-from agentturn.tools import explore
 from agentturn import guard as g
 from agentturn import lead as lead_part
 from agentturn import session as S
 from agentturn import titles as title_part
 from agentturn.phases import PhaseGraph
-from agentturn.session.reducer import _HANDLERS as SESSION_HANDLERS
-from agentturn.session.reducer import _TYPES as SESSION_TYPES
+from agentturn.registry import events_of
+from agentturn.tools import explore
 from agentturn.trace import event_types
 
 #: How many states of each phase are tried (spread over everything reached), and how many moves
@@ -356,7 +355,9 @@ def test_every_session_phase_takes_every_event_class_as_documented() -> None:
     (the guard's own facts, ``NaturalStopDecided``, which the session answers itself) an
     UnexpectedEvent. Pairs the table misses because of a known bug are counted apart."""
     classes = list(event_types())
-    assert len(classes) == 64 and len(SESSION_HANDLERS) == 44
+    session_types = events_of("turn", "guard", "session")
+    session_handles = {name for (_, name) in S.SESSION_GRAPH.table if name in session_types}
+    assert len(classes) == 64 and len(session_handles) == 44
     table = Table()
     for _phase, states in spread(session_states(), lambda s: s.phase).items():
         for state in states:
@@ -367,7 +368,7 @@ def test_every_session_phase_takes_every_event_class_as_documented() -> None:
                                event)
     taken = {name for (_, name), seen in table.outcomes.items()
              if seen["transition"] or seen["absorbed"]}
-    handled = {_label(SESSION_TYPES[name]) for name in SESSION_HANDLERS}
+    handled = {_label(session_types[name]) for name in session_handles}
     assert taken <= handled, sorted(taken - handled)
     # The session's table is coarse on purpose: it lets the turn family's events through in
     # DRAINING and HOOKS (where the turn's own table refuses most of them), so not every

@@ -17,9 +17,9 @@ import pytest
 from conftest import PROFILE
 
 import agentturn as at
-from agentturn.tools import explore
 from agentturn import guard as g
 from agentturn import session as S
+from agentturn.tools import explore
 from agentturn.tools.cli import main
 
 #: The depth CI explores from every starting point (under a minute on the CI machine); the

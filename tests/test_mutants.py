@@ -14,8 +14,8 @@ import attrs
 import pytest
 
 import agentturn as at
-from agentturn.tools import explore
 from agentturn import guard as g
+from agentturn.tools import explore
 
 ON = g.GuardConfig(todo_stop_guard=True, daemon=True)
 LEFT = {"type": "todo_list", "todos": [{"id": "1", "content": "port it", "status": "pending"}]}

@@ -9,7 +9,7 @@ import pytest
 from driver import Driver, call
 
 import agentturn as at
-from agentturn._base import replacer
+from agentturn._trusted import replacer
 
 
 def in_phase(phase: at.TurnPhase) -> at.TurnState:
@@ -154,7 +154,7 @@ def test_every_general_copy_names_its_fields() -> None:
 def test_a_trusted_constructor_returns_the_frozen_class_itself_on_both_paths() -> None:
     """Wide classes are filled as a draft and re-labelled, narrow ones slot by slot: either way
     the value is of the class itself (never the draft), equal to what attrs builds, and frozen."""
-    from agentturn._base import DRAFT_FROM_FIELDS, builder
+    from agentturn._trusted import DRAFT_FROM_FIELDS, builder
     from agentturn.session import Session, SessionConfig, SessionState
 
     session = Session.create(SessionConfig(chat_id="chat"))

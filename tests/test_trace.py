@@ -16,8 +16,8 @@ import agentturn as at
 from agentturn import guard as g
 from agentturn import session as se
 from agentturn import trace
-from agentturn.tools.cli import main
 from agentturn.testing import strategies
+from agentturn.tools.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

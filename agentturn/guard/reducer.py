@@ -19,6 +19,11 @@ turns it from true to false emits exactly one :class:`ReleaseAutomaticQueues` (S
 BG-5). While it holds, an unrelated automatic turn gets :class:`DeferAutomaticTurn` instead of a
 new chain.
 
+The handlers that start, keep, pause, suspend and end a work chain, with
+:func:`holds_automatic_turns` and :func:`defers_automatic_turn` (re-exported here), are in
+:mod:`agentturn.guard.chain`; this module holds the stop decision, the todo-write, stream and
+tool-loop handlers, the handler table and :func:`reduce`.
+
 Trust rules: only :class:`TodoWriteResult` can arm, and only when it answers the open call
 (:class:`TodoWriteStarted`), is successful, top-level, from the built-in tool, observed after
 status calculation, from the live turn (never the one invalidated turn), with a valid envelope
@@ -41,19 +46,34 @@ from typing import Any
 
 import attrs
 
-from .._base import Command, Step, Value, new_step, replacer
+from .._base import Command, Step, Value
+from .._trusted import new_step, replacer
 from ..errors import UnexpectedEvent, check_state
+from .chain import (
+    _clear_pending,
+    _on_approval_mode,
+    _on_automatic_turn,
+    _on_background,
+    _on_error,
+    _on_hard_stop,
+    _on_mid_turn,
+    _on_prompt,
+    _on_queued_aborted,
+    _on_retry,
+    _on_settled,
+    _on_trust_cleared,
+    defers_automatic_turn,
+    holds_automatic_turns,
+)
 from .envelope import parse_todo_envelope
 from .state import GUARD_GRAPH, GuardPhase, GuardState, LoopOwner
 from .texts import MAX_ATTEMPTS, GuardChunkMeta, continuation_text, exhaustion_text
 from .vocabulary import (
-    ApprovalMode,
     ApprovalModeChanged,
     AutomaticTurnStarted,
     BackgroundResult,
     ClientAttached,
     ContinueWithGuardPrompt,
-    DeferAutomaticTurn,
     EmitAgentMessageChunk,
     ForegroundPromptSettled,
     GuardStreamNotOpened,
@@ -76,7 +96,6 @@ from .vocabulary import (
     SendToolResults,
     SettingsChanged,
     Sponsor,
-    StartWorkChain,
     SubagentTodoObserved,
     TodoArgumentsObserved,
     TodoDiskStateLoaded,
@@ -199,41 +218,12 @@ def decide(state: GuardState, stop: NaturalStop) -> GuardDecision:
                          attempt=attempt, text=continuation_text(attempt, state.unfinished))
 
 
-def holds_automatic_turns(state: GuardState) -> bool:
-    """Whether unrelated automatic turns (and follow-up suggestions) must wait (BG-5, BG-7).
-
-    True while the guard's chain can still resume or a complete FIFO prompt has priority: a
-    continuation is pending (``CONTINUING``), the chain awaits a queued prompt
-    (``AWAITING_PROMPT``), the chain is ``ACTIVE`` or ``PAUSED`` and armed with unfinished items
-    or has a guard-attributed tool loop open; and, in any phase outside ``OFF`` and ``PLAN``,
-    while a foreground turn invalidated by a lifecycle event has not settled (SG-A15). False
-    otherwise: off, in Plan mode, with no chain, suspended, or disarmed with no loop open.
-    """
-    phase = state.phase
-    if phase is G.OFF or phase is G.PLAN:
-        return False
-    if state.release_on_settle or phase is G.CONTINUING or phase is G.AWAITING_PROMPT:
-        return True
-    if phase is G.ACTIVE or phase is G.PAUSED:
-        return state.armed or state.loop is not LoopOwner.NONE
-    return False
-
-
 def _next_guard_attempt(state: GuardState) -> int | None:
     """The one budget rule: the next attempt of this stage, or ``None`` when used up."""
     return state.attempts + 1 if state.attempts < MAX_ATTEMPTS else None
 
 
 # --- building blocks --------------------------------------------------------------------------
-
-
-def _new_chain(state: GuardState, turn_id: str, out: _Commands) -> GuardState:
-    """Start an unarmed work chain with a fresh background baseline (SG-A7, SG-A8)."""
-    chain = state.chain + 1
-    out.append(StartWorkChain(chain=chain))
-    return _replace(state, phase=G.ACTIVE, chain=chain, live_turn=turn_id, open_call="",
-                    listed=False, unfinished=0, attempts=0, pending_attempt=0, pending_text="",
-                    pending_owner=LoopOwner.NONE, pending_hook_reason=None, loop=LoopOwner.NONE)
 
 
 def _exhaust(state: GuardState, out: _Commands) -> GuardState:
@@ -258,116 +248,12 @@ def _end_loop(state: GuardState) -> GuardState:
     return state if state.loop is LoopOwner.NONE else _replace(state, loop=LoopOwner.NONE)
 
 
-def _clear_pending(state: GuardState, **changes: Any) -> GuardState:
-    return _replace(state, pending_attempt=0, pending_text="", pending_owner=LoopOwner.NONE,
-                    pending_hook_reason=None, **changes)
-
-
-def _forget(state: GuardState, phase: GuardPhase, **changes: Any) -> GuardState:
-    """Drop everything the chain trusted: unarmed, no stage, nothing pending, no live turn."""
-    return _clear_pending(state, phase=phase, live_turn="", open_call="", listed=False,
-                          unfinished=0, attempts=0, loop=LoopOwner.NONE, **changes)
-
-
 # --- handlers ---------------------------------------------------------------------------------
 
 
 def _unchanged(state: GuardState, event: object, out: _Commands) -> GuardState:
     # Untrusted todo sources (SG-A3), a live client attach and a model change (SG-A13), and a
     # settings change, which applies to new sessions only (SG-C2): none changes the guard.
-    return state
-
-
-def _on_approval_mode(state: GuardState, event: ApprovalModeChanged, out: _Commands) -> GuardState:
-    # SG-C3: Plan mode is a chain boundary that clears trust; leaving it starts no chain (the
-    # next ordinary prompt or automatic turn does); non-Plan to non-Plan changes nothing (SG-A13).
-    into_plan = event.mode is ApprovalMode.PLAN
-    if state.phase is G.PLAN:
-        return state if into_plan else _replace(state, phase=G.NO_CHAIN)
-    if into_plan:
-        return _forget(state, G.PLAN, release_on_settle="")
-    return state
-
-
-def _on_prompt(state: GuardState, event: OrdinaryPromptStarted, out: _Commands) -> GuardState:
-    if state.phase is G.PLAN:
-        return state
-    return _new_chain(state, event.turn_id, out)
-
-
-def _defer(state: GuardState, event: AutomaticTurnStarted, out: _Commands) -> GuardState:
-    out.append(DeferAutomaticTurn(turn_id=event.turn_id, kind=event.kind))
-    return state
-
-
-def defers_automatic_turn(state: GuardState, related: bool) -> bool:
-    """Whether the guard holds an automatic turn back now: the one rule (BG-5, SO-2, SG-A10).
-
-    A queued prompt the chain awaits has priority over every automatic turn. Otherwise only an
-    *unrelated* turn waits, and only while :func:`holds_automatic_turns`: a related result keeps
-    the chain's budget and runs ("a related result retains the current budget, while an
-    old-task notification or ordinary cron turn is delayed until the active chain can no longer
-    resume").
-    """
-    phase = state.phase
-    if phase is G.OFF or phase is G.PLAN:
-        return False
-    if phase is G.AWAITING_PROMPT:
-        return True
-    if related and phase in (G.ACTIVE, G.PAUSED, G.CONTINUING, G.SUSPENDED):
-        return False
-    return holds_automatic_turns(state)
-
-
-def _on_automatic_turn(state: GuardState, event: AutomaticTurnStarted,
-                       out: _Commands) -> GuardState:
-    phase = state.phase
-    if phase is G.PLAN:
-        return state  # nothing starts in Plan mode; nothing is held either
-    if defers_automatic_turn(state, event.related):
-        return _defer(state, event, out)
-    if event.related and phase is G.SUSPENDED:
-        return state  # SG-A11, SG-S1: a related turn never revives a suspended chain
-    if event.related and phase in (G.ACTIVE, G.PAUSED, G.CONTINUING):
-        # SG-A10, SG-B2: it works for this chain and keeps its budget; like a related background
-        # result it is a trusted continuation that clears a pause (SG-A11). A pending attempt
-        # was never committed, so dropping it consumes nothing (SG-B3).
-        return _clear_pending(state, phase=G.ACTIVE, live_turn=event.turn_id, open_call="",
-                              loop=LoopOwner.NONE)
-    # Unrelated, or with no chain to relate to, and nothing holds it: an independent, unarmed
-    # chain.
-    return _new_chain(state, event.turn_id, out)
-
-
-def _on_mid_turn(state: GuardState, event: MidTurnMessage, out: _Commands) -> GuardState:
-    if state.phase is G.CONTINUING:
-        # The user's input joined the pending continuation's request: it sponsors that stream,
-        # so the attempt is not consumed (SG-B7), and a fresh stage starts (SG-A9).
-        return _clear_pending(state, phase=G.ACTIVE, attempts=0, loop=LoopOwner.NONE)
-    if state.phase in (G.ACTIVE, G.PAUSED):
-        # SG-A9, SG-B2: new user input keeps activation and starts a fresh two-attempt stage.
-        return _replace(state, phase=G.ACTIVE, attempts=0)
-    return state
-
-
-def _on_retry(state: GuardState, event: RetryOrContinue, out: _Commands) -> GuardState:
-    if state.phase in (G.PLAN, G.SUSPENDED, G.AWAITING_PROMPT):
-        return state
-    trusted = event.turn_id != state.superseded_turn
-    if trusted and state.phase in (G.ACTIVE, G.PAUSED) and state.armed:
-        # SG-A8, SG-B2: same chain, same budget; the retried request is the live turn now.
-        return _replace(state, phase=G.ACTIVE, live_turn=event.turn_id, open_call="")
-    # SG-A8: after a trust-clearing event, a fresh chain with a fresh baseline. A retry of the
-    # invalidated turn itself is that fresh chain's live turn: its writes from before the
-    # invalidation were forgotten with the open call (SG-A14), so only the retry's own trusted
-    # writes can arm it.
-    fresh = _new_chain(state, event.turn_id, out)
-    return fresh if trusted else _replace(fresh, superseded_turn="")
-
-
-def _on_background(state: GuardState, event: BackgroundResult, out: _Commands) -> GuardState:
-    if event.related and state.phase is G.PAUSED:
-        return _replace(state, phase=G.ACTIVE)  # SG-A11: clears a pause, never a suspension
     return state
 
 
@@ -465,44 +351,6 @@ def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands)
     text = continuation_text(attempt, state.unfinished) if state.armed else ""
     out.append(SendToolResults(sponsor=Sponsor.GUARD, attempt=attempt, text=text))
     return _pending(state, attempt, text, LoopOwner.GUARD, None)
-
-
-def _on_error(state: GuardState, event: RequestErrored, out: _Commands) -> GuardState:
-    if state.phase in (G.ACTIVE, G.CONTINUING, G.PAUSED):
-        # SG-S2: the state is kept for a trusted retry; an attempt not yet opened is not spent.
-        return _clear_pending(state, phase=G.PAUSED, loop=LoopOwner.NONE)
-    return state
-
-
-def _on_hard_stop(state: GuardState, event: HardStopped, out: _Commands) -> GuardState:
-    if state.phase in (G.NO_CHAIN, G.PLAN):
-        return state
-    return _clear_pending(state, phase=G.SUSPENDED, loop=LoopOwner.NONE)  # SG-S1, SG-S3
-
-
-def _on_trust_cleared(state: GuardState, event: TrustCleared, out: _Commands) -> GuardState:
-    # SG-A12: forget everything. SG-A14: the invalidated turn is remembered (one id) so that
-    # neither its late results nor a retry naming it can arm. SG-A15: automatic queues stay held
-    # until it settles (outside Plan mode, which holds nothing).
-    superseded = event.invalidated_turn_id or state.superseded_turn
-    if state.phase is G.PLAN:
-        return _replace(state, superseded_turn=superseded)
-    return _forget(state, G.NO_CHAIN, superseded_turn=superseded,
-                   release_on_settle=event.invalidated_turn_id or "")
-
-
-def _on_settled(state: GuardState, event: ForegroundPromptSettled, out: _Commands) -> GuardState:
-    if state.release_on_settle and event.turn_id == state.release_on_settle:
-        return _replace(state, release_on_settle="")  # SG-A15, errored or not
-    return state
-
-
-def _on_queued_aborted(state: GuardState, event: QueuedPromptAborted,
-                       out: _Commands) -> GuardState:
-    if state.phase is G.AWAITING_PROMPT and event.last:
-        # SO-3, SO-4: the awaiting chain ends for good; unrelated queues may run.
-        return _forget(state, G.NO_CHAIN)
-    return state
 
 
 _Handler = Callable[[GuardState, Any, _Commands], GuardState]

@@ -92,7 +92,8 @@ from collections.abc import Iterator
 
 import attrs
 
-from .._base import FieldError, Value, is_bool, is_id, non_negative, one_of, replacer
+from .._base import FieldError, Value, is_bool, is_id, non_negative, one_of
+from .._trusted import replacer
 
 __all__ = [
     "DEFAULT_MAX_DEFERRED",

@@ -68,15 +68,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .. import events as turn_events_vocabulary
 from .. import turn as turn_part
-from .._base import Step, new_step
+from .._base import Step
+from .._trusted import new_step
 from ..commands import DecideNaturalStop
 from ..errors import UnexpectedEvent, check_state
-from ..guard import vocabulary as guard_vocabulary
+from ..registry import events_of
 from . import clients, daemon, stop_order
 from . import turn_events as on
-from . import vocabulary as session_vocabulary
 from .scheduling import settle
 from .state import GRACE_TIMER, GUARD_EVENTS, SESSION_GRAPH, TURN_EVENTS, SessionPhase, SessionState
 from .tick import Tick
@@ -86,7 +85,9 @@ __all__ = ["outstanding", "reduce"]
 
 P = SessionPhase
 
+#: A handler takes the event class it is registered for (the test of the tables checks it).
 _Handler = Callable[[Tick, Any], None]
+#: The handlers by event name: the names are the phase graph's, and each module below owns its.
 _HANDLERS: Mapping[str, _Handler] = MappingProxyType({
     **{name: on.to_turn for name in TURN_EVENTS},
     "PromptSubmitted": on.on_prompt,
@@ -121,29 +122,12 @@ _HANDLERS: Mapping[str, _Handler] = MappingProxyType({
 })
 
 
-def _event_types() -> dict[str, type]:
-    """The event classes the session takes, by name: each name is one class, found in exactly
-    one vocabulary (a look-alike class of the same name is refused)."""
-    found: dict[str, type] = {}
-    for name in _HANDLERS:
-        owners = {id(getattr(module, name)): getattr(module, name)
-                  for module in (turn_events_vocabulary, session_vocabulary, guard_vocabulary)
-                  if isinstance(getattr(module, name, None), type)}
-        if len(owners) != 1:
-            raise RuntimeError(f"the session's event {name!r} must be one class, "
-                               f"found {len(owners)}")  # a packaging mistake, caught at import
-        (found[name],) = owners.values()
-    return found
-
-
-_TYPES: Mapping[str, type] = MappingProxyType(_event_types())
-#: The phase graph's table joined with the handlers: ``(phase name, event class) -> handler``.
-#: Built from SESSION_GRAPH once, so the graph stays the one place that says what is accepted.
-_ROUTES: Mapping[tuple[str, type], _Handler] = MappingProxyType({
-    (phase._name_, _TYPES[name]): _HANDLERS[name]
-    for (phase, name) in SESSION_GRAPH.table
-    if name in _TYPES
-})
+#: The session's event classes by name: the turn family's, the guard's and its own (the
+#: registry refuses two classes of one name, so routing never depends on search order).
+_EVENTS: Mapping[str, type] = events_of("turn", "guard", "session")
+#: ``(phase name, event class) -> handler``, built from SESSION_GRAPH once.
+_ROUTES: Mapping[tuple[str, type], _Handler] = SESSION_GRAPH.routes(
+    {_EVENTS[name]: handler for name, handler in _HANDLERS.items()})
 
 
 def reduce(state: SessionState, event: object) -> Step[SessionState]:
@@ -156,12 +140,12 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
         check_state("session", state, SessionState, event)
     handler = _ROUTES.get((state.phase._name_, type(event)))
     if handler is None:
-        if _TYPES.get(type(event).__name__) is not type(event):
+        if _EVENTS.get(type(event).__name__) is not type(event):
             raise UnexpectedEvent(part="session", phase=state.phase.name, event=event,
                                   expected="a session event")
-        SESSION_GRAPH.check(state.phase, event)  # raises, naming what the phase accepts
+        SESSION_GRAPH.refuse(state.phase, event)  # naming what the phase accepts
     tick = Tick(state)
-    handler(tick, event)  # type: ignore[misc]
+    handler(tick, event)
     settle(tick)
     return new_step(state=tick.s, commands=tuple(tick.out))
 

@@ -58,7 +58,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from .._base import FieldError, Value, builder, non_negative, replacer
+from .._base import FieldError, Value, non_negative
+from .._trusted import builder, replacer
 from ..guard.texts import DISCRETE_MARKER, GUARD_SOURCE, MAX_ATTEMPTS
 from .meta import JsonValue, Meta
 

@@ -27,7 +27,9 @@ import enum
 from collections import deque
 from collections.abc import Callable
 
-from .._base import Command, builder, replacer
+from .._base import Command
+from .._bounded import remember as bounded_remember
+from .._trusted import builder, replacer
 from ..commands import EndTurn, StaleAnswerIgnored
 from ..events import ContinueTurn, PromptSubmitted
 from .background import AutomaticTurn
@@ -37,7 +39,7 @@ from .vocabulary import Publish
 __all__ = ["ISSUED_MEMORY", "Part", "Tick", "closed_reason", "held_prompt", "remember",
            "replace", "with_guard", "with_turn"]
 
-#: ``attrs.evolve`` for the session state (trusted: see :func:`agentturn._base.replacer`).
+#: ``attrs.evolve`` for the session state (trusted: see :func:`agentturn._trusted.replacer`).
 replace = replacer(SessionState)
 #: The two copies nearly every message makes (one part moved, nothing else), specialised.
 with_turn = replacer(SessionState, "turn")
@@ -49,9 +51,9 @@ build_publish = builder(Publish)
 ISSUED_MEMORY = 16
 
 
-def remember(kept: tuple[str, ...], item: str, limit: int = ISSUED_MEMORY) -> tuple[str, ...]:
-    """``kept`` with ``item`` added at the end, the oldest forgotten beyond ``limit``."""
-    return (*kept, item)[-limit:]
+def remember(kept: tuple[str, ...], item: str) -> tuple[str, ...]:
+    """``kept`` with ``item`` added, bounded by ``ISSUED_MEMORY`` (:mod:`agentturn._bounded`)."""
+    return bounded_remember(kept, item, limit=ISSUED_MEMORY)
 
 
 def closed_reason(state: SessionState) -> str:

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-import attrs
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -49,8 +48,9 @@ from ..session import vocabulary as sv
 from ..session.reducer import reduce
 from ..session.state import SessionConfig, SessionState
 from ..turn.state import TurnConfig
+from .adapter import Adapter, EngineResponse, ReferenceAdapter
 
-__all__ = ["Adapter", "EngineResponse", "ReferenceAdapter", "SessionSpec", "World"]
+__all__ = ["SessionSpec", "World"]
 
 #: Raw finish reasons as Anthropic-style and OpenAI-style engines send them, and whether each
 #: means the response ended normally (the world's ground truth).
@@ -58,15 +58,6 @@ RAW_REASONS: dict[str, bool] = {"end_turn": True, "tool_use": True, "stop": True
                                 "tool_calls": True, "max_tokens": False, "length": False,
                                 "refusal": False}
 TOOLS = ("read_file", "write_file", "todo_write")
-
-
-@attrs.frozen(kw_only=True)
-class EngineResponse:
-    """What the world's engine streams for one request, raw, before any normalization."""
-
-    text: str
-    raw_finish_reason: str
-    calls: tuple[ToolCall, ...]
 
 
 _T = TypeVar("_T")
@@ -100,7 +91,7 @@ class World:
         self.saved.extend(records)
         return True
 
-    def stream(self) -> EngineResponse:
+    def stream(self, request: c.RequestModelStream | None = None) -> EngineResponse:
         """The engine's next response, raw."""
         count = self.choose([0, 0, 1, 1, 2])
         calls = tuple(ToolCall(call_id=self.fresh("c"), name=self.choose(TOOLS),
@@ -133,53 +124,20 @@ class World:
                 for i, s in enumerate(statuses)]}
         return "ok", None
 
+    def title(self, request: c.RequestTitle) -> str:
+        """The namer's answer."""
+        return "A title"
+
+    def drain(self, command: sv.DrainMidTurnQueue) -> Event:
+        """The client's drain reply: nothing held, no queued prompt."""
+        return sv.MidTurnDrained(drain_id=command.drain_id)
+
+    def hooks(self, command: sv.RunStopHooks) -> Event:
+        """The Stop hooks do not block."""
+        return sv.StopHookDecided(run_id=command.run_id, block=False)
+
 
 _MOVES = ("deliver",) * 8 + ("prompt",) * 2 + ("lead",) * 2 + ("timer",) * 2 + ("stop",)
-
-
-class Adapter(Protocol):
-    """The host code under test: carry out one command against the world, and return the
-    events that report it (in order; the machine delivers them interleaved with the user)."""
-
-    def carry_out(self, command: Command, world: World) -> list[Event]: ...
-
-
-class ReferenceAdapter:
-    """A correct adapter: what the README's command table says, against the :class:`World`."""
-
-    def normalize(self, raw: str) -> str:
-        """The engine's finish reason, passed through unchanged (agentturn normalizes)."""
-        return raw
-
-    def carry_out(self, command: Command, world: World) -> list[Event]:
-        if isinstance(command, c.Persist):
-            if world.store(command.records):
-                return [e.Persisted(key=command.key)]
-            return [e.PersistFailed(key=command.key, reason="disk full")]
-        if isinstance(command, c.RequestModelStream):
-            response = world.stream()
-            return [e.StreamOpened(request_id=command.request_id),
-                    e.StreamCompleted(request_id=command.request_id, text=response.text,
-                                      finish_reason=self.normalize(response.raw_finish_reason),
-                                      tool_calls=response.calls)]
-        if isinstance(command, c.AskPermission):
-            return [e.PermissionDecided(call_id=command.call.call_id,
-                                        decision=world.ask(command.call))]
-        if isinstance(command, c.ExecuteTool):
-            output, structured = world.run(command.call)
-            return [e.ToolFinished(call_id=command.call.call_id, output=output,
-                                   structured=structured)]
-        if isinstance(command, c.SaveLead):
-            if world.store((command.record,)):
-                return [e.LeadSaved(lead_id=command.lead_id)]
-            return [e.LeadSaveFailed(lead_id=command.lead_id, reason="disk full")]
-        if isinstance(command, c.RequestTitle):
-            return [e.TitleGenerated(request_id=command.request_id, title="A title")]
-        if isinstance(command, sv.DrainMidTurnQueue):
-            return [sv.MidTurnDrained(drain_id=command.drain_id)]
-        if isinstance(command, sv.RunStopHooks):
-            return [sv.StopHookDecided(run_id=command.run_id, block=False)]
-        return []  # notices, timers (the machine fires them), cancellations
 
 
 class SessionSpec(RuleBasedStateMachine):

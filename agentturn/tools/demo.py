@@ -5,9 +5,10 @@ Theory of operation
 :data:`SCRIPT` is what a host would feed the reducer: the user's prompt, the engine's answers,
 storage acknowledgements, a permission decision, tool results, a title, and a Lead instruction
 typed while a file write runs. :func:`timeline` feeds it to :func:`agentturn.reduce` and renders
-each step as a line for the event and one line per command, so the story of the turn reads top to
-bottom: the title arrives before the first tool, the Lead waits for the write, the unstarted call
-is skipped, and the model reads the instruction before doing anything else.
+each step as a line for the event and one line per command (:mod:`~agentturn.tools.render`), so
+the story of the turn reads top to bottom: the title arrives before the first tool, the Lead
+waits for the write, the unstarted call is skipped, and the model reads the instruction before
+doing anything else.
 
 This module builds text only; ``python -m agentturn demo`` prints it.
 """
@@ -16,20 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import attrs
-
 from .._base import Command, Event
-from ..commands import (
-    AskPermission,
-    EndTurn,
-    ExecuteTool,
-    LeadAccepted,
-    Persist,
-    RequestModelStream,
-    RequestTitle,
-    SaveLead,
-    SetTitle,
-)
 from ..events import (
     LeadSaved,
     LeadSubmitted,
@@ -42,10 +30,11 @@ from ..events import (
     TitleGenerated,
     ToolFinished,
 )
-from ..records import ResponseRecord, ToolCall, ToolResultRecord, UserMessageRecord
+from ..records import ToolCall
 from ..turn import TurnState, reduce
+from .render import describe
 
-__all__ = ["SCRIPT", "describe_command", "describe_event", "steps", "timeline"]
+__all__ = ["SCRIPT", "steps", "timeline"]
 
 _READ = ToolCall(call_id="call-1", name="read_file", arguments='{"path": "app/config.py"}')
 _WRITE = ToolCall(call_id="call-2", name="write_file", needs_permission=True,
@@ -83,66 +72,6 @@ SCRIPT: tuple[tuple[str, Event], ...] = (
 )
 
 
-def _records(records: Iterable[object]) -> str:
-    parts = []
-    for record in records:
-        if isinstance(record, UserMessageRecord):
-            parts.append(f"user message {record.message_id}")
-        elif isinstance(record, ResponseRecord):
-            calls = ", ".join(call.name for call in record.tool_calls) or "no tool calls"
-            parts.append(f"response ({calls}; finish reason {record.finish_reason.raw!r})")
-        elif isinstance(record, ToolResultRecord):
-            parts.append(f"{record.call_id} {record.status.value}"
-                         + (f" - {record.reason}" if record.reason else ""))
-    return "; ".join(parts)
-
-
-def _generic(value: Event | Command) -> str:
-    """The class name and the field values, for events and commands without a special line."""
-    fields = ", ".join(f"{field}" for field in attrs.astuple(value, recurse=False))
-    return f"{type(value).__name__} {fields}".rstrip()
-
-
-def describe_event(event: Event) -> str:
-    """One readable line for an event."""
-    if isinstance(event, PromptSubmitted | LeadSubmitted):
-        return f"{type(event).__name__} {event.text!r}"
-    if isinstance(event, StreamCompleted):
-        calls = ", ".join(call.name for call in event.tool_calls)
-        text = f"{event.text!r}" if event.text else "no text"
-        return (f"StreamCompleted {event.request_id}: {text}"
-                + (f", calls {calls}" if calls else "") + f" [{event.finish_reason}]")
-    if isinstance(event, ToolFinished):
-        return f"ToolFinished {event.call_id}: {event.output!r}"
-    if isinstance(event, PermissionDecided):
-        return f"PermissionDecided {event.call_id}: {event.decision.value}"
-    return _generic(event)
-
-
-def describe_command(command: Command) -> str:
-    """One readable line for a command."""
-    if isinstance(command, Persist):
-        return f"Persist {command.key}: {_records(command.records)}"
-    if isinstance(command, RequestModelStream):
-        extra = f", with Lead {', '.join(command.lead_ids)}" if command.lead_ids else ""
-        return f"RequestModelStream {command.request_id} (budget, then open){extra}"
-    if isinstance(command, ExecuteTool | AskPermission):
-        return f"{type(command).__name__} {command.call.call_id} {command.call.name}"
-    if isinstance(command, RequestTitle):
-        return "RequestTitle (naming runs alone: the first tool waits)"
-    if isinstance(command, SetTitle):
-        return f"SetTitle {command.title!r}"
-    if isinstance(command, LeadAccepted):
-        return f"LeadAccepted {command.lead_id} (clear the text, keep attachments)"
-    if isinstance(command, SaveLead):
-        return f"SaveLead {command.lead_id} as a user message"
-    if isinstance(command, EndTurn):
-        outcome = command.outcome
-        reason = outcome.finish_reason.raw if outcome.finish_reason else "none"
-        return f"EndTurn {outcome.kind.value}: {outcome.message} [finish reason {reason!r}]"
-    return _generic(command)
-
-
 _NOTES = {
     4: "the first usable response: the title is asked for now, before its tool runs",
     6: "the title is back; only now does the first tool run",
@@ -172,8 +101,8 @@ def timeline(script: Iterable[tuple[str, Event]] = SCRIPT, chat_id: str = "chat-
     for number, (who, event) in enumerate(script, start=1):
         step = reduce(state, event)
         state = step.state
-        lines.append(f"{number:>2}  {who:<8} > {describe_event(event)}")
-        lines.extend(f"{'':>12}< {describe_command(command)}" for command in step.commands)
+        lines.append(f"{number:>2}  {who:<8} > {describe(event)}")
+        lines.extend(f"{'':>12}< {describe(command)}" for command in step.commands)
         if number in _NOTES:
             lines.append(f"{'':>12}  ({_NOTES[number]})")
     lines.append("")

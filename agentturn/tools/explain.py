@@ -8,6 +8,8 @@ corrective retry, a guard or Stop-hook continuation), why each tool ran or was n
 each Lead instruction joined, why the guard continued or stopped, and why each turn ended. The
 reasons come from what the reducers recorded (result records carry their reason, outcomes their
 message and raw finish reason), never from guessing: what the trace does not say is left out.
+Where a sentence names what a line of the demo shows too (an outcome, a guard chunk's attempt,
+a drain reply's flag), it takes the phrase from :mod:`~agentturn.tools.render`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..events import (
 from ..guard.texts import is_guard_prompt
 from ..records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
 from ..trace import Trace
+from .render import guard_chunk, outcome, queued_flag
 
 __all__ = ["explain"]
 
@@ -96,9 +99,8 @@ def _event_line(event: Event, story: _Story) -> Iterator[str]:
     elif isinstance(event, se.PromptQueued):
         yield f"Prompt {event.prompt_id} {_quote(event.text)} waits in the daemon FIFO."
     elif isinstance(event, se.MidTurnDrained):
-        flag = {None: "omitted", True: "yes", False: "no"}[event.has_queued_prompt]
-        yield (f"The client's drain reply: {len(event.messages)} mid-turn message(s), queued "
-               f"prompt: {flag}.")
+        yield (f"The client's drain reply: {len(event.messages)} mid-turn message(s), "
+               f"hasQueuedPrompt {queued_flag(event.has_queued_prompt)}.")
     elif isinstance(event, se.StopHookDecided):
         yield ("The Stop hook blocked: " + _quote(event.reason or "")) if event.block else \
             "The Stop hook did not block."
@@ -147,9 +149,8 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
         entry = command.entry
         meta = dict(entry.meta or {})
         if entry.kind is EntryKind.GUARD_CHUNK:
-            yield (f"The todo stop guard continued: attempt {meta.get('attempt')} of "
-                   f"{meta.get('maxAttempts')}, {meta.get('unfinishedCount')} todo item(s) "
-                   "unfinished (committed when its stream opened).")
+            yield (f"The todo stop guard continued: {guard_chunk(meta)} todo item(s) "
+                   "(committed when its stream opened).")
         elif entry.kind is EntryKind.GUARD_EXHAUSTED:
             yield f"The todo stop guard stopped: {entry.text}"
     elif isinstance(command, se.SuppressFollowUpSuggestions):
@@ -164,11 +165,8 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
     elif isinstance(command, StaleAnswerIgnored):
         yield f"A late {command.event} for {command.answer_id} was ignored: {command.reason}."
     elif isinstance(command, EndTurn):
-        outcome = command.outcome
-        reason = outcome.finish_reason.raw if outcome.finish_reason else "none"
-        yield (f"Turn {command.turn_id} ended: {outcome.kind.value} — {outcome.message} "
-               f"[finish reason {reason!r}]" + (" (it can be continued)"
-                                                if outcome.resumable else ""))
+        yield (f"Turn {command.turn_id} ended: {outcome(command.outcome)}"
+               + (" (it can be continued)" if command.outcome.resumable else ""))
 
 
 def explain(trace: Trace) -> str:

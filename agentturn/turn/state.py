@@ -301,9 +301,6 @@ class TurnState(State):
         """The request cancelled last ("" for none)."""
         return self.cancelled_requests[-1] if self.cancelled_requests else ""
 
-    def remember(self, kept: tuple[str, ...], item: str) -> tuple[str, ...]:
-        """``kept`` with ``item`` added, bounded by ``LATE_MEMORY``."""
-        return (*kept, item)[-LATE_MEMORY:]
 
     @property
     def lead_offered(self) -> bool:

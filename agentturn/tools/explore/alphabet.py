@@ -1,0 +1,426 @@
+"""The explorer's alphabet: the moves a host could make from a session state, and where walks start.
+
+Theory of operation
+-------------------
+Session states are frozen and hashable, so the states a host can reach form a graph that can be
+walked. :func:`alphabet` derives, from a state alone, the events a host could send next:
+
+* every answer to what the session has outstanding (:func:`agentturn.session.outstanding`), in a
+  few variants each (a write saved or failed; a stream opened, failed or refused, and completed
+  with text, nothing, a plain call, a guarded call, the todo-write call, a truncated or malformed
+  response; a permission allowed, denied or cancelled; a todo list with work left or done; a
+  drain reply empty, with a message or with a queued prompt; hooks that block, pass or fail ...);
+* a few user and daemon events (a prompt, a continue, a Lead, Stop, a queued prompt, a cron turn,
+  a hard stop, a client that attaches or leaves, a rewind, background work, Plan mode, close);
+* the late answers that real timing produces (a stream event for a cancelled request, a click on
+  a dismissed dialog, a drain reply after its timeout, an old naming result, an old hook run);
+* two ids no interleaving can produce (a write key and a tool call that were never issued).
+
+Ids are derived from the state (``t<next ring seq>`` for a prompt, ``<turn>/L<n>`` for a Lead),
+so the same state always offers the same events, and two paths that reach one state meet there.
+
+Each move has a kind (:data:`ANSWER`, :data:`USER`, :data:`DAEMON`, :data:`LATE`,
+:data:`MISUSE`) that says whether the session must accept it, and a weight for the fuzzer.
+:data:`CONFIGS` are the small configurations walked; :data:`STARTS` the starting points, each
+reached from a new session by real events (:func:`start_state`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from ... import events as e
+from ... import guard as g
+from ... import lead as lead_part
+from ..._base import Event, Step
+from ...records import ToolCall
+from ...session import (
+    AutomaticKind,
+    BackgroundKind,
+    SessionConfig,
+    SessionPhase,
+    SessionState,
+    outstanding,
+)
+from ...session import vocabulary as sv
+from ...turn.state import LeadPermissionPolicy, TurnConfig, TurnPhase
+from .. import explore as package  # this package, for its ``reduce`` (see _reduce)
+
+__all__ = ["ANSWER", "CONFIGS", "DAEMON", "LATE", "MISUSE", "SCRIPT", "STARTS", "TODO_TOOL",
+           "USER", "Move", "alphabet", "start_state"]
+
+P = SessionPhase
+T = TurnPhase
+
+#: Small bounds, so that the exploration reaches them: the FIFO, the deferred queue and the ring.
+CONFIGS: dict[str, SessionConfig] = {
+    "daemon": SessionConfig(
+        chat_id="chat", guard=g.GuardConfig(todo_stop_guard=True, daemon=True),
+        stop_hooks=True, stop_hook_cap=2, max_deferred=2, ring_capacity=6, ring_pinned=2),
+    "interactive": SessionConfig(
+        chat_id="chat", guard=g.GuardConfig(todo_stop_guard=True), stop_hooks=True,
+        stop_hook_cap=1, ring_capacity=6, ring_pinned=2),
+    "supersede": SessionConfig(
+        chat_id="chat",
+        turn=TurnConfig(lead_permission_policy=LeadPermissionPolicy.SUPERSEDE,
+                        auto_title=False, max_requests=4),
+        guard=g.GuardConfig(todo_stop_guard=True, daemon=True), max_deferred=1,
+        ring_capacity=4, ring_pinned=2),
+}
+
+#: The kinds of move, and whether the session must accept them.
+ANSWER, USER, DAEMON, LATE, MISUSE = "answer", "user", "daemon", "late", "misuse"
+#: The events that reach a starting point (:data:`STARTS`).
+SCRIPT = "script"
+_MUST_ACCEPT = frozenset({ANSWER, USER, DAEMON, LATE, SCRIPT})
+
+TODO_TOOL = "todo_write"
+_TODOS_LEFT = {"type": "todo_list", "todos": [
+    {"id": "1", "content": "port the parser", "status": "in_progress"},
+    {"id": "2", "content": "run the tests", "status": "pending"}]}
+_TODOS_DONE = {"type": "todo_list", "todos": [
+    {"id": "1", "content": "port the parser", "status": "completed"}]}
+
+
+class Move(NamedTuple):
+    """One event the alphabet offers: its kind says what the session must do with it; its
+    weight is how likely the fuzzer is to pick it."""
+
+    kind: str
+    event: Event
+    weight: float = 1.0
+
+
+# --- the alphabet -------------------------------------------------------------------------------
+
+
+def _number(text: str, prefix: str) -> int:
+    rest = text[len(prefix):] if text.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else 0
+
+
+def _next_lead_id(s: SessionState) -> str:
+    prefix = f"{s.turn.turn_id}/L"
+    taken = [entry.lead_id for entry in s.turn.lead.entries] + list(s.turn.lead.recent)
+    return f"{prefix}{1 + max((_number(i, prefix) for i in taken), default=0)}"
+
+
+def _next_id(s: SessionState, letter: str) -> str:
+    """A fresh turn or prompt id: the ring seq grows with every turn end, so ids never repeat
+    across turns; within one, one more than the ids already held with the same stem."""
+    stem = f"{letter}{s.ring.next_seq}."
+    held = [p.prompt_id for p in s.fifo] + [t.turn_id for t in s.deferred.turns] + [
+        s.turn.turn_id]
+    return f"{stem}{1 + max((_number(i, stem) for i in held), default=0)}"
+
+
+# Events are validated when built, which costs more than a reducer step: the alphabet builds each
+# one once per id and keeps it (the caches hold one entry per id a run meets).
+_Weighted = tuple[tuple[float, Event], ...]
+_cache = functools.lru_cache(maxsize=1 << 14)
+
+
+@_cache
+def _write_answers(key: str) -> _Weighted:
+    return ((10.0, e.Persisted(key=key)), (0.4, e.PersistFailed(key=key, reason="disk full")))
+
+
+@_cache
+def _open_answers(request_id: str) -> _Weighted:
+    return ((10.0, e.StreamOpened(request_id=request_id)),
+            (0.4, e.StreamFailed(request_id=request_id, error="503")),
+            (0.2, e.CompactionFailed(request_id=request_id, reason="nothing to drop")),
+            (0.2, e.TokenLimitRejected(request_id=request_id, reason="too long")))
+
+
+@_cache
+def _responses(request_id: str) -> _Weighted:
+    def calls(name: str, permission: bool = False) -> tuple[ToolCall, ...]:
+        return (ToolCall(call_id=f"{request_id}/c1", name=name, arguments="{}",
+                         needs_permission=permission),)
+
+    def done(text: str, reason: str, tool_calls: tuple[ToolCall, ...] = (),
+             malformed: bool = False) -> Event:
+        return e.StreamCompleted(request_id=request_id, text=text, finish_reason=reason,
+                                 tool_calls=tool_calls, malformed_tool_format=malformed)
+
+    return ((3.0, done("Done.", "stop")), (0.4, done("", "end_turn")),
+            (2.0, done("Reading.", "tool_use", calls("read_file"))),
+            (1.0, done("", "tool_use", calls("write_file", permission=True))),
+            (3.0, done("Planning.", "tool_use", calls(TODO_TOOL))),
+            (0.3, done("Cut", "length", calls("read_file"))),
+            (0.3, done("", "tool_use", malformed=True)),
+            (0.3, e.StreamFailed(request_id=request_id, error="connection reset", network=True)))
+
+
+@_cache
+def _decisions(call_id: str) -> _Weighted:
+    weights = {e.PermissionDecision.ALLOW: 3.0, e.PermissionDecision.DENY: 1.0,
+               e.PermissionDecision.CANCEL: 0.3}
+    return tuple((weights[d], e.PermissionDecided(call_id=call_id, decision=d))
+                 for d in e.PermissionDecision)
+
+
+@_cache
+def _tool_results(call_id: str, todo: bool, ending: bool) -> _Weighted:
+    found: list[tuple[float, Event]] = (
+        [(3.0, e.ToolFinished(call_id=call_id, output="todos", structured=_TODOS_LEFT)),
+         (1.0, e.ToolFinished(call_id=call_id, output="todos", structured=_TODOS_DONE))]
+        if todo else [(3.0, e.ToolFinished(call_id=call_id, output="ok"))])
+    if ending:
+        found.append((3.0, e.ToolFinished(call_id=call_id, output="partial", cancelled=True)))
+    return tuple(found)
+
+
+@_cache
+def _other_answers(kind: str, answer: str) -> _Weighted:
+    if kind == "SaveLead":
+        return ((5.0, e.LeadSaved(lead_id=answer)),
+                (0.4, e.LeadSaveFailed(lead_id=answer, reason="io")))
+    if kind == "RequestTitle":
+        return ((3.0, e.TitleGenerated(request_id=answer, title="Port the parser")),
+                (1.0, e.TitleFailed(request_id=answer, reason="offline")))
+    if kind == "DrainMidTurnQueue":
+        return ((5.0, sv.MidTurnDrained(drain_id=answer)),
+                (1.0, sv.MidTurnDrained(drain_id=answer, messages=("and the docs",))),
+                (0.5, sv.MidTurnDrained(drain_id=answer, has_queued_prompt=True)))
+    if kind == "StartTimer":
+        return ((0.3, sv.TimerFired(key=answer)),)
+    if kind == "RunStopHooks":
+        return ((2.0, sv.StopHookDecided(run_id=answer, block=True, reason="tests still fail")),
+                (2.0, sv.StopHookDecided(run_id=answer, block=False)),
+                (0.5, sv.StopHookFailed(run_id=answer, error="exit 2")))
+    raise ValueError(f"no answers for {kind}")  # pragma: no cover - every kind is above
+
+
+def _answers(s: SessionState, owed: Sequence[tuple[str, str]]) -> _Weighted:
+    out: _Weighted = ()
+    turn = s.turn
+    for kind, answer in owed:
+        if kind == "Persist":
+            out += _write_answers(answer)
+        elif kind == "RequestModelStream":
+            out += (_open_answers(answer) if turn.phase is T.AWAITING_STREAM
+                    else _responses(answer))
+        elif kind == "AskPermission":
+            out += _decisions(answer)
+        elif kind == "ExecuteTool":
+            out += _tool_results(answer, turn.calls[turn.next_call].name == TODO_TOOL,
+                                 turn.phase is T.ENDING)
+        else:
+            out += _other_answers(kind, answer)
+    return out
+
+
+@_cache
+def _prompt(turn_id: str) -> Event:
+    return e.PromptSubmitted(turn_id=turn_id, message_id=f"{turn_id}-m", text="Port the parser")
+
+
+@_cache
+def _continue(turn_id: str) -> Event:
+    return e.ContinueTurn(turn_id=turn_id)
+
+
+@_cache
+def _lead(chat_id: str, lead_id: str) -> Event:
+    return e.LeadSubmitted(chat_id=chat_id, lead_id=lead_id, text="use tabs")
+
+
+@_cache
+def _queued(prompt_id: str) -> Event:
+    return sv.PromptQueued(prompt_id=prompt_id, message_id=f"{prompt_id}-m",
+                           text="and then this")
+
+
+@_cache
+def _cron(turn_id: str) -> Event:
+    return sv.AutomaticTurnDue(turn_id=turn_id, message_id=f"{turn_id}-m", text="nightly check",
+                               kind=AutomaticKind.CRON, source_id="cron-nightly",
+                               recurring=True)
+
+
+_STOP = e.StopPressed()
+_HARD = sv.HardStopped(kind=g.HardStopKind.LOOP_PROTECTION, reason="the same call five times")
+_CLOSE = sv.CloseRequested()
+_ATTACH = sv.ClientAttached(client_id="desk")
+_DETACH = sv.ClientDetached(client_id="desk")
+_REWIND = sv.LifecycleChanged(kind=g.TrustClearingKind.REWIND)
+_BG_START = sv.BackgroundStarted(kind=BackgroundKind.SHELL, item_id="bg-1")
+_BG_END = sv.BackgroundEnded(item_id="bg-1")
+_PLAN = g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN)
+_DEFAULT = g.ApprovalModeChanged(mode=g.ApprovalMode.DEFAULT)
+_MISUSE = (e.Persisted(key="nobody/p1"), e.ToolFinished(call_id="never-started", output=""))
+
+
+def _user_and_daemon(s: SessionState) -> list[Move]:
+    phase, turn = s.phase, s.turn
+    if phase is P.CLOSED:
+        return [Move(kind=USER, event=_CLOSE, weight=0.05)]
+    moves: list[Move] = []
+    if phase is P.IDLE:
+        moves.append(Move(kind=USER, event=_prompt(_next_id(s, "t")), weight=3.0))
+        if turn.resume_phase is not None:
+            moves.append(Move(kind=USER, event=_continue(turn.turn_id), weight=2.0))
+    else:
+        moves.append(Move(kind=USER, event=_STOP, weight=0.15))
+    if lead_part.is_offered(turn.lead):
+        moves.append(Move(kind=USER, event=_lead(s.config.chat_id, _next_lead_id(s)),
+                          weight=0.3))
+    moves.append(Move(kind=DAEMON, event=_HARD, weight=0.05))
+    if phase is not P.CLOSING:
+        moves.append(Move(kind=USER, event=_queued(_next_id(s, "q")), weight=0.15))
+        moves.append(Move(kind=DAEMON, event=_cron(_next_id(s, "a")), weight=0.15))
+    moves.append(Move(kind=USER, event=_CLOSE, weight=0.01))
+    moves.append(Move(kind=DAEMON, event=_DETACH if "desk" in s.clients else _ATTACH,
+                      weight=0.2))
+    moves.append(Move(kind=DAEMON, event=_REWIND, weight=0.05))
+    moves.append(Move(kind=DAEMON, event=_BG_END if s.background.live else _BG_START,
+                      weight=0.3))
+    plan = s.guard.phase is g.GuardPhase.PLAN
+    moves.append(Move(kind=USER, event=_DEFAULT if plan else _PLAN, weight=0.5 if plan else 0.05))
+    return moves
+
+
+@_cache
+def _late_stream(request_id: str) -> Event:
+    return e.StreamCompleted(request_id=request_id, text="late", finish_reason="stop")
+
+
+@_cache
+def _late_click(call_id: str) -> Event:
+    return e.PermissionDecided(call_id=call_id, decision=e.PermissionDecision.ALLOW)
+
+
+@_cache
+def _late_drain(drain_id: str) -> Event:
+    return sv.MidTurnDrained(drain_id=drain_id, messages=("typed late",))
+
+
+@_cache
+def _late_title(request_id: str) -> Event:
+    return e.TitleGenerated(request_id=request_id, title="Late")
+
+
+@_cache
+def _late_hooks(run_id: str) -> Event:
+    return sv.StopHookFailed(run_id=run_id, error="late")
+
+
+def _late(s: SessionState, waiting: set[tuple[str, str]]) -> list[Event]:
+    out: list[Event] = []
+    turn, title = s.turn, s.turn.title
+    if s.phase is P.CLOSED:
+        return out
+    cancelled = turn.cancelled_request
+    if cancelled and ("RequestModelStream", cancelled) not in waiting:
+        out.append(_late_stream(cancelled))
+    dismissed = turn.dismissed_call
+    if dismissed and ("AskPermission", dismissed) not in waiting:
+        out.append(_late_click(dismissed))
+    if s.late_drain:
+        out.append(_late_drain(s.late_drain))
+    if title.requests and ("RequestTitle", title.request_id) not in waiting:
+        out.append(_late_title(title.request_id))
+    runs = [issued for issued in s.issued if "/hooks-" in issued]  # the session's own memory
+    if runs and ("RunStopHooks", runs[-1]) not in waiting:
+        out.append(_late_hooks(runs[-1]))
+    return out
+
+def _owed(s: SessionState) -> list[tuple[str, str]]:
+    return [(o.command.__name__, o.answer_id) for o in outstanding(s)]
+
+
+def alphabet(s: SessionState) -> list[Move]:
+    """Every move the explorer and the fuzzer may make from ``s`` (see the module docstring).
+
+    Each has a weight for the fuzzer: the answers that keep work moving outweigh failures, and
+    the moves that are always possible (Plan mode, a rewind, close) are rare.
+    """
+    owed = _owed(s)
+    moves = [Move(kind=ANSWER, event=event, weight=weight)
+             for weight, event in _answers(s, owed)]
+    moves += _user_and_daemon(s)
+    moves += [Move(kind=LATE, event=event, weight=0.3) for event in _late(s, set(owed))]
+    moves += [Move(kind=MISUSE, event=event, weight=0.05) for event in _MISUSE]
+    return moves
+
+
+# --- starting points ----------------------------------------------------------------------------
+
+
+def _prompt_and_first_response(config: SessionConfig, response: e.StreamCompleted
+                               ) -> list[Event]:
+    events: list[Event] = [
+        e.PromptSubmitted(turn_id="t0", message_id="t0-m", text="Port the parser"),
+        e.Persisted(key="t0/p1"), e.StreamOpened(request_id="t0/r1"), response]
+    if config.turn.auto_title and response.text:
+        events.append(e.TitleGenerated(request_id="chat/title-1", title="Parser"))
+    return [*events, e.Persisted(key="t0/p2")]
+
+
+def _armed_script(config: SessionConfig) -> list[Event]:
+    """A turn whose todo-write result armed the guard with work left; the next stream is open,
+    one completion away from the natural stop where drain, hooks and guard decide."""
+    events = _prompt_and_first_response(config, e.StreamCompleted(
+        request_id="t0/r1", text="", finish_reason="tool_use",
+        tool_calls=(ToolCall(call_id="w1", name=TODO_TOOL, arguments="{}"),)))
+    events += [e.ToolFinished(call_id="w1", output="todos", structured=_TODOS_LEFT),
+               e.Persisted(key="t0/p3")]
+    if config.turn.auto_title:
+        events.append(e.TitleGenerated(request_id="chat/title-1", title="Parser"))
+    return [*events, e.StreamOpened(request_id="t0/r2")]
+
+
+def _draining_script(config: SessionConfig) -> list[Event]:
+    """The armed turn's model stopped naturally: the session's stop order runs (a daemon drains
+    the client's mid-turn messages first)."""
+    return [*_armed_script(config),
+            e.StreamCompleted(request_id="t0/r2", text="Done.", finish_reason="stop"),
+            e.Persisted(key="t0/p4")]
+
+
+def _permission_script(config: SessionConfig) -> list[Event]:
+    """A call that needs permission waits for the user's answer while a Lead instruction is
+    being saved."""
+    events = _prompt_and_first_response(config, e.StreamCompleted(
+        request_id="t0/r1", text="Editing.", finish_reason="tool_use",
+        tool_calls=(ToolCall(call_id="w1", name="write_file", arguments="{}",
+                             needs_permission=True),)))
+    return [*events, e.LeadSubmitted(chat_id=config.chat_id, lead_id="t0/L1",
+                                     text="keep the API")]
+
+
+def _naming_script(config: SessionConfig) -> list[Event]:
+    """The first response's tools wait for the naming request it caused (TT-3)."""
+    return [e.PromptSubmitted(turn_id="t0", message_id="t0-m", text="Port the parser"),
+            e.Persisted(key="t0/p1"), e.StreamOpened(request_id="t0/r1"),
+            e.StreamCompleted(request_id="t0/r1", text="Reading first.",
+                              finish_reason="tool_use",
+                              tool_calls=(ToolCall(call_id="r1", name="read_file",
+                                                   arguments="{}"),)),
+            e.Persisted(key="t0/p2")]
+
+
+#: Where an exploration starts, each reached from a new session by real events.
+STARTS: dict[str, Callable[[SessionConfig], list[Event]]] = {
+    "new": lambda config: [], "armed": _armed_script, "draining": _draining_script,
+    "permission": _permission_script, "naming": _naming_script}
+
+
+def start_state(config: str, start: str) -> tuple[SessionState, tuple[Event, ...]]:
+    """The state ``start`` reaches in a new session of ``config``, and the events it took."""
+    state = SessionState.create(CONFIGS[config])
+    events = tuple(STARTS[start](CONFIGS[config]))
+    for event in events:
+        state = _reduce(state, event).state
+    return state, events
+
+
+def _reduce(s: SessionState, event: Event) -> Step[SessionState]:
+    """``session.reduce``, looked up as ``agentturn.tools.explore.reduce`` at every call, so a
+    test that swaps that one name for a broken reducer has every walk and every check use it
+    (as when the explorer was one module)."""
+    return package.reduce(s, event)

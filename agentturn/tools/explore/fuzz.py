@@ -1,0 +1,149 @@
+"""Long seeded random walks of the session reducer.
+
+Theory of operation
+-------------------
+:func:`fuzz` walks at random with a fixed seed, one configuration after another, for as many
+steps as asked: each move is picked from :func:`~.alphabet.alphabet` as likely as its weight, by
+:class:`_SplitMix`, so the same seed walks the same way on every Python. Every step is checked
+with :func:`~.invariants.check_step` (determinism on one in :data:`RECHECK_EVERY`) and every new
+state with :func:`~.invariants.check_state`; violations are kept and shrunk as the explorer's are
+(:class:`~.search._Findings`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+
+from ... import commands as c
+from ...session import SessionPhase, SessionState
+from ...session import vocabulary as sv
+from ...session.invariants import HardBound
+from ...session.ring import EntryKind
+from .alphabet import CONFIGS, Move, alphabet
+from .invariants import check_state, check_step
+from .search import _Findings, _Report, _violation_line
+
+__all__ = ["RECHECK_EVERY", "FuzzReport", "fuzz"]
+
+P = SessionPhase
+
+
+@attrs.frozen(kw_only=True)
+class FuzzReport(_Report):
+    """What :func:`fuzz` did."""
+
+    steps: int
+    seed: int
+    episodes: int
+    outcomes: dict[str, int]
+    event_kinds: int
+    turn_outcomes: dict[str, int]
+    guard_chunks: int
+    exhaustions: int
+
+    def summary(self) -> str:
+        rate = self.steps / self.seconds if self.seconds else 0.0
+        return "\n".join([
+            f"fuzz seed={self.seed}: {self.steps} steps in {self.episodes} sessions, "
+            f"{self.seconds:.1f} s ({rate:.0f} steps/s), {self.event_kinds} event classes",
+            f"  outcomes: {dict(sorted(self.outcomes.items()))}",
+            f"  turn outcomes: {dict(sorted(self.turn_outcomes.items()))}",
+            f"  guard continuations published: {self.guard_chunks}; exhaustion reports: "
+            f"{self.exhaustions}",
+            f"  session phases: {dict(sorted(self.session_phases.items()))}",
+            f"  turn phases: {dict(sorted(self.turn_phases.items()))}",
+            f"  guard phases: {dict(sorted(self.guard_phases.items()))}",
+            _violation_line(self.violations, self.counts)])
+
+
+#: The fuzzer reduces one step in this many twice, to check it is deterministic.
+RECHECK_EVERY = 8
+
+
+class _SplitMix:
+    """SplitMix64: a small seeded generator, so the walks are the same on every Python."""
+
+    _MASK = (1 << 64) - 1
+
+    def __init__(self, seed: int) -> None:
+        self.state = seed & self._MASK
+
+    def below(self, bound: float) -> float:
+        """A number in ``[0, bound)``."""
+        self.state = (self.state + 0x9E3779B97F4A7C15) & self._MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & self._MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & self._MASK
+        return ((z ^ (z >> 31)) >> 11) * bound / (1 << 53)
+
+    def pick(self, moves: Sequence[Move]) -> Move:
+        """One of ``moves``, each as likely as its weight."""
+        totals = list(itertools.accumulate(m.weight for m in moves))
+        return moves[min(bisect.bisect_right(totals, self.below(totals[-1])), len(moves) - 1)]
+
+
+def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20,
+         configs: Iterable[str] = tuple(CONFIGS),
+         clock: Callable[[], float] = lambda: 0.0) -> FuzzReport:
+    """Random walks through :func:`alphabet` for ``steps`` steps in all, every step checked
+    (determinism on one step in :data:`RECHECK_EVERY`).
+
+    A walk starts a new session (the next configuration in turn) when its session is closed or
+    after ``episode`` steps. The same ``seed`` gives the same walks. ``clock`` times the run.
+    """
+    began = clock()
+    rng = _SplitMix(seed)
+    names = list(configs)
+    outcomes: Counter[str] = Counter()
+    ends: Counter[str] = Counter()
+    phases: list[Counter[str]] = [Counter(), Counter(), Counter()]
+    kinds: set[str] = set()
+    findings: dict[str, _Findings] = {name: _Findings(name, max_violations) for name in names}
+    chunks = exhaustions = episodes = 0
+    done = 0
+    while done < steps:
+        config = names[episodes % len(names)]
+        episodes += 1
+        state = SessionState.create(CONFIGS[config])
+        streams = HardBound()
+        moves: list[Move] = []
+        for _ in range(min(episode, steps - done)):
+            options = alphabet(state)
+            move = rng.pick(options)
+            moves.append(move)
+            kinds.add(type(move.event).__name__)
+            result = check_step(state, streams, move, recheck=done % RECHECK_EVERY == 0)
+            done += 1
+            outcomes[result.outcome] += 1
+            problems = list(result.problems)
+            if result.state is not state:
+                problems += [("state", p) for p in check_state(result.state, result.owed)]
+            findings[config].add(problems, functools.partial(list, moves))
+            for command in result.commands:
+                if isinstance(command, c.EndTurn):
+                    ends[command.outcome.kind.name] += 1
+                elif isinstance(command, sv.Publish):
+                    chunks += command.entry.kind is EntryKind.GUARD_CHUNK
+                    exhaustions += command.entry.kind is EntryKind.GUARD_EXHAUSTED
+            state, streams = result.state, result.streams
+            phases[0][state.phase.name] += 1
+            phases[1][state.turn.phase.name] += 1
+            phases[2][state.guard.phase.name] += 1
+            if state.phase is P.CLOSED:
+                break
+    counts: Counter[tuple[str, str]] = Counter()
+    for found in findings.values():
+        counts.update(found.counts)
+    return FuzzReport(
+        steps=done, seed=seed, episodes=episodes, outcomes=dict(outcomes), event_kinds=len(kinds),
+        turn_outcomes=dict(ends), guard_chunks=chunks, exhaustions=exhaustions,
+        session_phases=dict(phases[0]), turn_phases=dict(phases[1]),
+        guard_phases=dict(phases[2]), seconds=clock() - began,
+        violations=tuple(v for found in findings.values() for v in found.found),
+        counts=dict(counts))

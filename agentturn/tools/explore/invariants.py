@@ -1,0 +1,295 @@
+"""The rules every step of a walk must keep, and the reducer bugs already known to break them.
+
+Theory of operation
+-------------------
+:func:`check_step` reduces one move of the alphabet in a state and checks the step;
+:func:`check_state` checks a state on its own. The explorer and the fuzzer call both on every
+step; a broken rule becomes a :class:`Violation` that carries the event sequence reproducing it
+from a new session.
+
+What every step must satisfy:
+
+* only a ``ProtocolError`` escapes ``session.reduce``, and only for the ids nobody issued: every
+  answer, user, daemon and late event the alphabet offers is accepted;
+* the step is deterministic (reducing it again gives an equal state and equal commands) and the
+  new phase is one of the session table's destinations for that event;
+* a late answer absorbed with ``StaleAnswerIgnored`` changes nothing and says nothing else;
+* the awaiting commands stay consistent with ``outstanding``: every awaiting command handed out is
+  outstanding afterwards, nothing becomes outstanding without one, and whatever stops being
+  outstanding was answered by this event, cancelled by a command of this step (``CancelTimer``,
+  ``CancelStream``, ``DismissPermission``) or is a drain or hook run whose late answer the session
+  absorbs (BR-3); every cancel names something outstanding;
+* the ring's seqs advance by the number of ``Publish`` commands, consecutively; the usage counts
+  one model call per accepted ``StreamOpened`` and one guard call per guard chunk (OB-5);
+* at most two guard continuations are published without new user input or a new work chain
+  (SG-B1);
+* every state is bounded and coherent (:func:`check_state`): the FIFO, the deferred queue, the
+  ring, the Lead queue and the late-answer memories within their bounds; the session phase and the
+  turn phase agree; no complete queued prompt waits while the session idles (SO-2); the guard's
+  attempts within ``MAX_ATTEMPTS`` and the guard off exactly when the configuration says so.
+
+Known reducer bugs are recognized by :func:`known_bug` and counted apart, so a run still tells
+something new from something already pinned by a test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
+
+from ... import commands as c
+from ... import events as e
+from ... import guard as g
+from ... import lead as lead_part
+from ..._base import AwaitingCommand, Command, Event
+from ...errors import ProtocolError, UnexpectedEvent
+from ...session import SESSION_GRAPH, SessionPhase, SessionState, outstanding
+from ...session import fifo as fifo_part
+from ...session import vocabulary as sv
+from ...session.invariants import HardBound, lost_texts, stuck
+from ...session.ring import EntryKind
+from ...turn.state import LATE_MEMORY, SAVING_PHASES, TurnPhase
+from .alphabet import _MUST_ACCEPT, MISUSE, Move, _owed, _reduce
+
+__all__ = [
+    "KNOWN_BUGS",
+    "StepResult",
+    "Violation",
+    "check_state",
+    "check_step",
+    "known_bug",
+]
+
+P = SessionPhase
+T = TurnPhase
+
+
+@attrs.frozen(kw_only=True)
+class Violation:
+    """A broken rule, with the events that reproduce it from ``config``'s new session."""
+
+    rule: str
+    detail: str
+    config: str
+    events: tuple[Event, ...]
+    #: The name of the known bug it matches, or "" when it is new.
+    known: str = ""
+
+    def describe(self) -> str:
+        lines = [f"{self.rule}: {self.detail}" + (f"  [known: {self.known}]" if self.known else ""),
+                 f"  config {self.config!r}; events from a new session:"]
+        lines.extend(f"    {event!r}" for event in self.events)
+        return "\n".join(lines)
+
+
+# --- the rules ----------------------------------------------------------------------------------
+
+def check_state(s: SessionState, owed: Sequence[tuple[str, str]] | None = None) -> list[str]:
+    """What is wrong with ``s`` on its own (an empty list when nothing is); ``owed`` is
+    ``outstanding(s)`` as ``(command name, answer id)`` pairs, when the caller has it."""
+    problems: list[str] = []
+    config, turn, guard = s.config, s.turn, s.guard
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    idle_turn = turn.phase is T.IDLE
+    if s.phase in (P.IDLE, P.CLOSED):
+        need(idle_turn, f"session {s.phase.name} but the turn is {turn.phase.name}")
+    if s.phase in (P.TURN, P.DRAINING, P.HOOKS):
+        need(not idle_turn, f"session {s.phase.name} but no turn runs")
+    need((turn.phase is T.AWAITING_STOP_DECISION) == (s.phase in (P.DRAINING, P.HOOKS)),
+         f"turn {turn.phase.name} in session phase {s.phase.name}")
+    if s.phase is P.IDLE:
+        need(not fifo_part.has_queued_prompt(s.fifo), "SO-2: a complete prompt waits idle")
+    if s.phase is P.CLOSED:
+        need(not s.fifo and not s.deferred.turns and not s.grace, "CLOSED still holds work")
+    need(len(s.fifo) <= fifo_part.MAX_QUEUED, "the FIFO is over its bound")
+    need(len(s.deferred.turns) <= config.max_deferred, "BG-6: the deferred queue is over its bound")
+    need(sorted(t.turn_id for t in s.deferred.turns) == sorted(p[0] for p in s.deferred_prompts),
+         "a held automatic turn without its prompt, or the reverse")
+    need(len(s.ring.live) <= config.ring_capacity and len(s.ring.pinned) <= config.ring_pinned,
+         "OB-6: the ring is over its bounds")
+    queue = turn.lead
+    need(len(queue.entries) <= lead_part.MAX_PENDING and len(queue.recent) <= lead_part.MAX_PENDING,
+         "LD-5: the Lead queue is over its bound")
+    need(sum(x.status is lead_part.LeadStatus.SAVING for x in queue.entries) <= 1,
+         "LD-4: two Lead saves in flight")
+    if queue.admission is lead_part.Admission.OPEN:
+        need(turn.phase not in (T.IDLE, T.ENDING), f"Lead offered in {turn.phase.name}")
+    if idle_turn:
+        need(queue.admission is lead_part.Admission.CLOSED, "Lead admission open with no turn")
+    need(len(turn.cancelled_requests) <= LATE_MEMORY and len(turn.dismissed_calls) <= LATE_MEMORY,
+         "the late-answer memory is over its bound")
+    need(turn.next_call <= len(turn.calls), "next_call past the response's calls")
+    if turn.tool_in_flight:
+        need(turn.next_call < len(turn.calls) and turn.phase in (T.RUNNING_TOOL, T.ENDING),
+             f"a tool in flight in {turn.phase.name}")
+    if turn.phase in SAVING_PHASES:
+        need(turn.persisting, f"{turn.phase.name} without a write in flight")
+    if turn.persisting:
+        need(turn.phase in (*SAVING_PHASES, T.ENDING), f"a write in flight in {turn.phase.name}")
+    need(guard.attempts <= g.MAX_ATTEMPTS and guard.pending_attempt <= g.MAX_ATTEMPTS,
+         "SG-B1: more guard attempts than allowed")
+    need((guard.phase is g.GuardPhase.OFF) == (not config.guard.enabled),
+         "SG-C2: the guard's presence differs from its configuration")
+    if guard.phase is g.GuardPhase.CONTINUING:
+        need(guard.pending_attempt >= 1, "a pending continuation without an attempt")
+    need(s.usage.guard_calls <= s.usage.model_calls, "OB-5: more guard calls than model calls")
+    if owed is None:
+        owed = _owed(s)
+    need(len(owed) == len(set(owed)), f"an awaiting command outstanding twice: {owed}")
+    problems.extend(stuck(s))  # never stuck (the session's invariant)
+    kinds = Counter(kind for kind, _ in owed)
+    need(all(n == 1 for k, n in kinds.items() if k != "StartTimer") and kinds["StartTimer"] <= 2,
+         f"too many awaiting commands of one kind: {owed}")
+    return problems
+
+
+#: The event field that echoes the answer id, for each answering event class.
+_ECHO = {"Persisted": "key", "PersistFailed": "key", "StreamCompleted": "request_id",
+         "StreamFailed": "request_id", "CompactionFailed": "request_id",
+         "TokenLimitRejected": "request_id", "PermissionDecided": "call_id",
+         "ToolFinished": "call_id", "LeadSaved": "lead_id", "LeadSaveFailed": "lead_id",
+         "TitleGenerated": "request_id", "TitleFailed": "request_id",
+         "MidTurnDrained": "drain_id", "TimerFired": "key", "StopHookDecided": "run_id",
+         "StopHookFailed": "run_id"}
+#: Awaiting commands no command cancels: the session stops awaiting them and absorbs a late
+#: answer (BR-3).
+_ABANDONABLE = frozenset({"DrainMidTurnQueue", "RunStopHooks"})
+_CANCELS = {"CancelTimer": ("StartTimer", "key"), "CancelStream": ("RequestModelStream",
+                                                                   "request_id"),
+            "DismissPermission": ("AskPermission", "call_id")}
+
+
+def _answers_item(event: Event, item: tuple[str, str], command: type) -> bool:
+    name = type(event).__name__
+    field = _ECHO.get(name)
+    return (field is not None and getattr(event, field) == item[1]
+            and name in getattr(command, "answered_by", ()))
+
+
+@attrs.frozen(kw_only=True)
+class StepResult:
+    """What :func:`check_step` found: the outcome, the node after the step, what broke."""
+
+    outcome: str  # "accepted", "absorbed" or "refused"
+    state: SessionState
+    streams: HardBound
+    commands: tuple[Command, ...] = ()
+    problems: tuple[tuple[str, str], ...] = ()
+    #: ``outstanding`` of the new state, as (command name, answer id) pairs.
+    owed: tuple[tuple[str, str], ...] = ()
+
+
+def check_step(s: SessionState, streams: HardBound, move: Move,
+               recheck: bool = True) -> StepResult:
+    """Reduce ``move`` in ``s`` and check the rules of a step (the module docstring); the new
+    state's own rules are :func:`check_state`'s.
+
+    ``streams`` is the hard-bound monitor (:class:`~agentturn.session.invariants.HardBound`):
+    guard-attributable streams since the last user input.
+    ``recheck`` reduces the step a second time to check it is deterministic.
+    """
+    event = move.event
+    name = type(event).__name__
+    problems: list[tuple[str, str]] = []
+    try:
+        step = _reduce(s, event)
+    except ProtocolError as error:
+        if move.kind in _MUST_ACCEPT:
+            problems.append(("refused", f"a {move.kind} event was refused: {error}"))
+        if (s.phase, name) not in SESSION_GRAPH.table and not isinstance(error, UnexpectedEvent):
+            problems.append(("table", f"an undeclared pair raised {type(error).__name__}"))
+        return StepResult(outcome="refused", state=s, streams=streams, problems=tuple(problems))
+    except Exception as error:  # the one rule: nothing but ProtocolError escapes
+        return StepResult(outcome="refused", state=s, streams=streams, problems=(
+            ("crash", f"{type(error).__name__}: {error}"),))
+    new, commands = step.state, step.commands
+    if move.kind == MISUSE:
+        problems.append(("misuse", "an id nobody issued was accepted"))
+    if recheck:
+        again = _reduce(s, event)
+        if again.state != new or again.commands != commands:
+            problems.append(("determinism", "the same step gave another result"))
+    declared = SESSION_GRAPH.table.get((s.phase, name), frozenset())
+    if new.phase not in declared:
+        problems.append(("table", f"{s.phase.name} --{name}--> {new.phase.name} is not declared"))
+    absorbed = any(isinstance(x, c.StaleAnswerIgnored) for x in commands)
+    if absorbed and (len(commands) != 1 or new != s):
+        problems.append(("stale", f"a late answer changed something or said more: {commands}"))
+    after = {(o.command.__name__, o.answer_id): o.command for o in outstanding(new)}
+    problems += _check_outstanding(s, after, event, commands)
+    # The ring and the usage (OB-5, OB-6).
+    published = [x.entry for x in commands if isinstance(x, sv.Publish)]
+    seqs = [entry.seq for entry in published]
+    if new.ring.next_seq - s.ring.next_seq != len(published) or seqs != list(
+            range(s.ring.next_seq, s.ring.next_seq + len(published))):
+        problems.append(("ring", f"seqs {seqs} after {s.ring.next_seq - 1}"))
+    chunks = [entry for entry in published if entry.kind is EntryKind.GUARD_CHUNK]
+    opened = isinstance(event, e.StreamOpened) and new.turn is not s.turn
+    if new.usage.model_calls - s.usage.model_calls != int(opened):
+        problems.append(("usage", "OB-5: model calls counted wrongly"))
+    if new.usage.guard_calls - s.usage.guard_calls != len(chunks):
+        problems.append(("usage", "OB-2, OB-5: a guard call without its one chunk, or the reverse"))
+    # The session's invariants: no text lost, and the hard bound over the path (SG-B1).
+    problems += [("no text lost", p) for p in lost_texts(s, event, new, commands)]
+    streams, broken = streams.step(s, event, new, commands)
+    problems += [("SG-B1", p) for p in broken]
+    if sum(isinstance(x, c.EndTurn) for x in commands) > 1:
+        problems.append(("end", "two EndTurn in one step"))
+    return StepResult(outcome="absorbed" if absorbed else "accepted", state=new,
+                      streams=streams, commands=commands, problems=tuple(problems),
+                      owed=tuple(after))
+
+
+def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], event: Event,
+                       commands: Sequence[Command]) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    before = {(o.command.__name__, o.answer_id): o.command for o in outstanding(s)}
+    issued = {(type(x).__name__, str(x.answer_id)) for x in commands
+              if isinstance(x, AwaitingCommand)}
+    cancelled: set[tuple[str, str]] = set()
+    for command in commands:
+        cancel = _CANCELS.get(type(command).__name__)
+        if cancel is not None:
+            item = (cancel[0], getattr(command, cancel[1]))
+            if item not in before and item not in issued:
+                problems.append(("outstanding", f"{command!r} cancels nothing outstanding"))
+            cancelled.add(item)
+        elif isinstance(command, c.CancelTool) and ("ExecuteTool", command.call_id) not in before:
+            problems.append(("outstanding", f"{command!r} for a tool not running"))
+    for item in sorted(issued - set(after)):
+        problems.append(("outstanding", f"{item} handed out but not outstanding"))
+    for item in sorted(set(after) - set(before) - issued):
+        problems.append(("outstanding", f"{item} outstanding without a command"))
+    for item, awaited in sorted(before.items()):
+        if item in after or _answers_item(event, item, awaited) or item in cancelled or (
+                item[0] in _ABANDONABLE):
+            continue
+        problems.append(("outstanding", f"{item} stopped being awaited without an answer or "
+                                        "a cancel"))
+    return problems
+
+
+#: Reducer bugs the explorer or the fuzzer found that are still open: name -> (rule, a regular
+#: expression the violation's detail matches, what breaks). Each is pinned by an
+#: ``xfail(strict=True)`` test in ``tests/test_explore.py``; a violation that matches one is
+#: counted apart, so a run still tells something new from something already known. Empty
+#: today: BUG-5 to BUG-10 were fixed, and their sequences are regression tests now.
+KNOWN_BUGS: dict[str, tuple[str, str, str]] = {}
+
+
+def known_bug(rule: str, detail: str, event: Event) -> str:
+    """The known reducer bug (``"BUG-n: what"``) a violation matches, "" when it is new.
+
+    ``event`` is the step's event, which a future entry may need to tell two bugs apart."""
+    del event
+    for name, (bug_rule, pattern, what) in KNOWN_BUGS.items():
+        if bug_rule == rule and re.search(pattern, detail):
+            return f"{name}: {what}"
+    return ""

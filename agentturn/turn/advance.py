@@ -1,0 +1,226 @@
+"""What runs next in a turn, and how a turn ends: the two paths every handler goes through.
+
+Theory of operation
+-------------------
+A handler of :mod:`agentturn.turn.reducer` records what its event says and then hands the state
+to one of two functions, so the order of actions is decided in one place:
+
+* :func:`advance` picks the next action at a boundary, in the fixed order the reducer's module
+  docstring gives (Lead saves, then a Lead boundary, the end, a naming request, the next tool,
+  the next request);
+* :func:`finalize` ends the turn: Lead admission closes, writes and tools in flight are awaited,
+  every call without a result gets one, Lead saves are awaited, unapplied instructions are
+  reported, and ``EndTurn`` goes out with the typed outcome and the raw finish reason.
+
+The building blocks both use (one write, the next request, the next call) live here too, with
+the texts recorded for calls that were not run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import lead, titles
+from .._base import Command
+from .._trusted import builder, replacer
+from ..commands import (
+    AskPermission,
+    DecideNaturalStop,
+    EndTurn,
+    ExecuteTool,
+    Persist,
+    Record,
+    RequestModelStream,
+)
+from ..errors import UnknownId
+from ..records import (
+    FinishKind,
+    OutcomeKind,
+    ResponseRecord,
+    ToolResultRecord,
+    ToolResultStatus,
+    TurnOutcome,
+    UserMessageRecord,
+)
+from .state import NextStep, TurnPhase, TurnState
+
+P = TurnPhase
+#: ``attrs.evolve`` for TurnState, at the cost of one C call per field (see ``replacer``).
+replace = replacer(TurnState)
+# The trusted constructors (see ``builder``) of what a step makes from validated values.
+new_persist = builder(Persist)
+new_request = builder(RequestModelStream)
+new_ask_permission = builder(AskPermission)
+new_execute_tool = builder(ExecuteTool)
+new_response_record = builder(ResponseRecord)
+new_tool_result = builder(ToolResultRecord)
+new_user_message = builder(UserMessageRecord)
+
+
+Commands = list[Command]
+
+LEAD_SKIP = "Skipped: the user sent a Lead instruction before this call started."
+SUPERSEDED = ("Superseded: the user sent a Lead instruction while this call waited for "
+              "permission.")
+SKIP_REASONS = {
+    OutcomeKind.CANCELLED: (ToolResultStatus.CANCELLED, "Cancelled: the user stopped the turn."),
+    OutcomeKind.OUTPUT_LIMIT: (ToolResultStatus.SKIPPED, "Not run: the response was cut at the "
+                               "engine's output limit, so this call may be incomplete."),
+    OutcomeKind.MALFORMED_TOOL_FORMAT: (ToolResultStatus.SKIPPED,
+                                        "Not run: the tool-call format was malformed."),
+    OutcomeKind.CONTENT_FILTERED: (ToolResultStatus.SKIPPED, "Not run: the engine withheld or "
+                                   "cut the response for safety or policy."),
+    OutcomeKind.UNRECOGNIZED_FINISH: (ToolResultStatus.SKIPPED, "Not run: the response did not "
+                                      "end normally, so this call may be incomplete."),
+}
+#: Why a response that did not complete normally ends the turn, by its finish kind (TL-9).
+CUT_OFF = {
+    FinishKind.LENGTH: (OutcomeKind.OUTPUT_LIMIT, "The response was cut at the engine's output "
+                        "limit"),
+    FinishKind.CONTENT_FILTER: (OutcomeKind.CONTENT_FILTERED, "The engine withheld or cut the "
+                                "response for safety or policy"),
+    FinishKind.OTHER: (OutcomeKind.UNRECOGNIZED_FINISH, "The engine ended the response in a way "
+                       "not known to be a normal completion"),
+}
+ENDED_OTHERWISE = (ToolResultStatus.SKIPPED, "Not run: the turn ended first.")
+NOT_CONTINUED = (ToolResultStatus.SKIPPED,
+                 "Not run: the turn stopped on an error and was not continued.")
+
+
+def make_outcome(state: TurnState, kind: OutcomeKind, message: str,
+             resumable: bool = False) -> TurnOutcome:
+    return TurnOutcome(kind=kind, finish_reason=state.finish_reason, message=message,
+                       resumable=resumable)
+
+
+# --- building blocks --------------------------------------------------------------------------
+
+
+def persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
+            out: Commands, **changes: Any) -> TurnState:
+    """Send one write and wait for it in ``phase``; ``changes`` join the same new state."""
+    changes.update(phase=phase, persist_seq=state.persist_seq + 1, persisting=True,
+                   batch=records)
+    state = replace(state, **changes)
+    out.append(new_persist(key=state.persist_key, records=records))
+    return state
+
+
+def results_for_rest(state: TurnState, status: ToolResultStatus,
+                     reason: str) -> tuple[ToolResultRecord, ...]:
+    return tuple(
+        new_tool_result(call_id=call.call_id, name=call.name, status=status, reason=reason)
+        for call in state.calls[state.next_call:]
+    )
+
+
+def next_request(state: TurnState, out: Commands, **changes: Any) -> TurnState:
+    limit = state.config.max_requests
+    if limit is not None and state.request_seq >= limit:
+        state = replace(state, **changes) if changes else state
+        return finalize(state, out, make_outcome(
+            state, OutcomeKind.ACTION_BUDGET,
+            f"The turn reached the host's limit of {limit} model requests."))
+    queue, taken = lead.take_saved_entries(state.lead)
+    retry = state.next_step is NextStep.RETRY
+    state = replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
+                    lead=queue, calls=(), next_call=0, stop_decided=False, request_leads=taken,
+                    next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
+    out.append(new_request(request_id=state.request_id,
+                                   lead_ids=tuple(entry.lead_id for entry in taken),
+                                   corrective=retry))
+    return state
+
+
+def start_call(state: TurnState, out: Commands, **changes: Any) -> TurnState:
+    call = state.calls[state.next_call]
+    if call.needs_permission:
+        out.append(new_ask_permission(call=call))
+        return replace(state, phase=P.AWAITING_PERMISSION, **changes)
+    out.append(new_execute_tool(call=call))
+    return replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True, **changes)
+
+
+def advance(state: TurnState, out: Commands, **changes: Any) -> TurnState:
+    """Pick the next action at a boundary (see the module docstring for the order).
+
+    ``changes`` (for fields this function does not read: ``persisting``, ``batch``) join the one
+    new state the step builds.
+    """
+    pending = bool(state.lead.entries)  # Lead bookkeeping only while instructions are pending
+    if pending and lead.has_unsaved(state.lead):
+        return replace(state, phase=P.AWAITING_LEAD_SAVES, **changes)
+    leads_ready = pending and bool(lead.saved_ids(state.lead))
+    if leads_ready and state.next_call < len(state.calls):
+        skipped = results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
+        changes["next_call"] = len(state.calls)
+        return persist(state, skipped, P.SAVING_RESULTS, out, **changes)
+    finishing = state.next_step is NextStep.FINISH or state.next_step is NextStep.FINISH_EMPTY
+    if not leads_ready and state.next_call == len(state.calls) and finishing:
+        # The end needs no model: it is not held for a naming request still running.
+        if state.config.hold_natural_stops and not state.stop_decided:
+            # A session applies its stop order here; Lead admission stays open meanwhile.
+            out.append(DecideNaturalStop(turn_id=state.turn_id, request_id=state.request_id,
+                                         empty=state.next_step is NextStep.FINISH_EMPTY))
+            return replace(state, phase=P.AWAITING_STOP_DECISION, **changes)
+        state = replace(state, **changes) if changes else state
+        if state.next_step is NextStep.FINISH:
+            return finalize(state, out, make_outcome(state, OutcomeKind.FINISHED,
+                                                  "The agent finished."))
+        return finalize(state, out, make_outcome(
+            state, OutcomeKind.EMPTY_RESPONSE,
+            "The model ended its turn without any text or tool call."))
+    if titles.naming_in_flight(state.title):
+        # TT-3: tools and requests wait for the naming request.
+        return replace(state, phase=P.AWAITING_TITLE, **changes)
+    if not leads_ready and state.next_call < len(state.calls):
+        return start_call(state, out, **changes)
+    return next_request(state, out, **changes)
+
+
+def finalize(state: TurnState, out: Commands, outcome: TurnOutcome | None = None,
+             extra: tuple[ToolResultRecord, ...] = ()) -> TurnState:
+    """Drain final lifecycle work, then end the turn (see the module docstring)."""
+    if outcome is not None and state.ending is None:
+        state = replace(state, ending=outcome)
+    ending = state.ending
+    assert ending is not None  # every caller sets or has set the outcome
+    queue_step = lead.close_admission(state.lead)
+    out.extend(queue_step.commands)
+    state = replace(state, phase=P.ENDING, lead=queue_step.state)
+    if state.persisting or state.tool_in_flight:
+        return state
+    if not ending.resumable and (extra or state.next_call < len(state.calls)):
+        status, reason = SKIP_REASONS.get(ending.kind, ENDED_OTHERWISE)
+        records = extra + results_for_rest(state, status, reason)
+        state = replace(state, next_call=len(state.calls))
+        return persist(state, records, P.ENDING, out)
+    if lead.has_unsaved(state.lead):
+        return state
+    if ending.resumable:
+        # TL-11: saved instructions wait for ContinueTurn (or are reported by a new prompt).
+        kept = lead.suspend(state.lead)
+        out.extend(kept.commands)
+        out.append(EndTurn(turn_id=state.turn_id, outcome=ending))
+        return replace(state, phase=P.IDLE, lead=kept.state, ending=None)
+    released = lead.release(state.lead)
+    out.extend(released.commands)
+    out.append(EndTurn(turn_id=state.turn_id, outcome=ending))
+    return replace(state, phase=P.IDLE, lead=released.state, ending=None, calls=(),
+                   next_call=0, batch=(), resume_phase=None)
+
+
+def current_call_id(state: TurnState) -> str:
+    return state.calls[state.next_call].call_id
+
+
+def undelivered(state: TurnState) -> TurnState:
+    """The current request will never open: the Lead instructions it carried go back to the
+    queue, so the turn's end reports them (or a ``ContinueTurn`` sends them again, LD-13)."""
+    if not state.request_leads:
+        return state
+    return replace(state, lead=lead.restore(state.lead, state.request_leads), request_leads=())
+
+
+def unknown(state: TurnState, event: object, expected: str) -> UnknownId:
+    return UnknownId(part="turn", phase=state.phase.name, event=event, expected=expected)
