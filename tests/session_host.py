@@ -1,5 +1,6 @@
 """The session tests' host: agentturn's :class:`~agentturn.testing.ScriptedHost` on a daemon
-session with the guard on and automatic titles off, and the todo helpers the tests share."""
+session with the guard on and automatic titles off, the first prompt and the todo helpers
+the tests share."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from agentturn import guard as g
 from agentturn import session as se
 from agentturn.testing import ScriptedHost, say
 
-__all__ = ["ON", "Host", "say", "todo_call", "todos"]
+__all__ = ["ON", "PROMPT", "Host", "say", "todo_call", "todos"]
 
 ON = g.GuardConfig(todo_stop_guard=True, daemon=True)
+#: The prompt most session tests start with.
+PROMPT = at.PromptSubmitted(turn_id="t1", message_id="m1", text="Port the parser")
 
 
 def todos(*statuses: str) -> dict[str, Any]:

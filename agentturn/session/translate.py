@@ -25,6 +25,7 @@ automatic turns never wait on a chain that cannot continue.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import attrs
 
@@ -46,7 +47,7 @@ from . import background as bg
 from . import clients, stop_order
 from .ring import EntryKind, publish
 from .state import Continuation, SessionPhase
-from .tick import Part, Tick, build_publish, replace, with_guard, with_turn
+from .tick import Decision, Part, Tick, build_publish, replace, with_guard, with_turn
 
 __all__ = ["publish_entry", "run"]
 
@@ -68,7 +69,7 @@ def run(tick: Tick) -> None:
     while inbox:
         part, message, then = inbox.popleft()
         if part is Part.SESSION:
-            message(tick)  # type: ignore[operator]
+            cast(Decision, message)(tick)  # the session's own decisions are the only callables
             continue
         commands: list[Command] = []
         s = tick.s
@@ -125,23 +126,22 @@ def _on_guard_command(tick: Tick, command: Command) -> None:
 
 
 def _on_turn_command(tick: Tick, command: Command) -> None:
-    kind = type(command)  # the turn's own commands: exact classes, never subclasses
-    if kind is RequestModelStream:
-        _attribute(tick, command)  # type: ignore[arg-type]
+    if isinstance(command, RequestModelStream):
+        _attribute(tick, command)
         return
-    if kind is ExecuteTool:
-        call = command.call  # type: ignore[attr-defined]
+    if isinstance(command, ExecuteTool):
+        call = command.call
         s = tick.s
         if call.name == s.config.todo_tool and not call.discovered:
             tick.s = replace(s, todo_call=call.call_id)
             tick.to_guard(g.TodoWriteStarted(call_id=call.call_id, turn_id=s.turn.turn_id))
-    elif kind is DecideNaturalStop:
+    elif isinstance(command, DecideNaturalStop):
         stop_order.natural_stop(tick)
         return
-    elif kind is CancelStream and command.request_id == tick.s.withheld_request:  # type: ignore[attr-defined]
+    elif isinstance(command, CancelStream) and command.request_id == tick.s.withheld_request:
         return  # the host never got that request
-    elif kind is EndTurn:
-        _turn_ended(tick, command)  # type: ignore[arg-type]
+    elif isinstance(command, EndTurn):
+        _turn_ended(tick, command)
         return
     tick.emit(command)
 

@@ -141,31 +141,18 @@ from .endings import (
     on_withdraw_retry,
     owed_by_resumable,
 )
-from .outstanding import Outstanding, outstanding
 from .parts import on_lead, on_title
 from .state import (
     SAVING_PHASES,
     TURN_GRAPH,
-    LeadPermissionPolicy,
     NextStep,
-    TurnConfig,
     TurnPhase,
     TurnState,
 )
 
 P = TurnPhase
 
-__all__ = [
-    "TURN_GRAPH",
-    "LeadPermissionPolicy",
-    "Outstanding",
-    "TurnConfig",
-    "TurnPhase",
-    "TurnState",
-    "outstanding",
-    "reduce",
-    "reduce_into",
-]
+__all__ = ["reduce", "reduce_into"]
 
 # --- handlers, one per event type -------------------------------------------------------------
 

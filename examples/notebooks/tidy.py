@@ -4,9 +4,9 @@
     .venv/bin/python examples/notebooks/tidy.py --check   # only list it; exit 1 if any
 
 Run it after executing a notebook in Jupyter, or after changing a phase graph:
-``tests/test_notebooks.py`` fails until the committed notebooks have no outputs and each Mermaid
-cell equals its graph's ``mermaid()`` text. A Mermaid cell names its graph on the title line of
-the drawing (``turn``, ``lead``, ``titles``, ``todo_stop_guard``, ``session``).
+``tests/examples/test_notebooks.py`` fails until the committed notebooks have no outputs and
+each Mermaid cell equals its graph's ``mermaid()`` text. A Mermaid cell names its graph on the
+title line of the drawing (``turn``, ``lead``, ``titles``, ``todo_stop_guard``, ``session``).
 """
 
 from __future__ import annotations
