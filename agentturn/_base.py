@@ -31,6 +31,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
+from ._json import json_problem
+
 __all__ = [
     "AwaitingCommand",
     "Command",
@@ -43,6 +45,7 @@ __all__ = [
     "ids",
     "is_bool",
     "is_id",
+    "is_json",
     "is_str",
     "non_negative",
     "not_blank",
@@ -282,6 +285,16 @@ def tuple_of(kind: type | tuple[type, ...]) -> Validator:
                 )
 
     return check
+
+
+def is_json(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the field holds a JSON value that a trace writes and reads back exactly
+    (see :mod:`agentturn._json`: no tuple, no set, no NaN, nesting and numbers bounded)."""
+    if value is None:
+        return
+    problem = json_problem(value)
+    if problem is not None:
+        raise FieldError(f"{_where(instance, attribute)} must be a JSON value: it {problem}")
 
 
 def is_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -15,7 +15,18 @@ from typing import Any
 
 import attrs
 
-from ._base import Event, FieldError, ids, is_bool, is_id, is_str, one_of, optional, tuple_of
+from ._base import (
+    Event,
+    FieldError,
+    ids,
+    is_bool,
+    is_id,
+    is_json,
+    is_str,
+    one_of,
+    optional,
+    tuple_of,
+)
 from .records import HardStopKind, ToolCall
 
 __all__ = [
@@ -272,7 +283,7 @@ class ToolFinished(Event):
     error: bool = attrs.field(default=False, validator=is_bool)
     #: The tool's structured result, if it has one (JSON-like; for example the todo-write tool's
     #: ``{"type": "todo_list", "todos": [...]}``). Not persisted; the session reads it once.
-    structured: Any = attrs.field(default=None, repr=False)
+    structured: Any = attrs.field(default=None, repr=False, validator=is_json)
 
 
 # --- storage ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from .._base import Event, FieldError, is_bool, is_id, not_blank, one_of, optional
+from .._base import Event, FieldError, is_bool, is_id, is_json, not_blank, one_of, optional
 from ..events import HardStopped
 from ..records import HardStopKind
 from .decisions import (
@@ -189,7 +189,7 @@ class TodoWriteResult(Event):
     #: The live turn the call belongs to; results of an invalidated turn are ignored (SG-A14).
     turn_id: str = attrs.field(validator=is_id)
     #: The structured result as the tool returned it (a mapping; a JSON string is rejected).
-    envelope: Any = attrs.field(repr=False)
+    envelope: Any = attrs.field(repr=False, validator=is_json)
     succeeded: bool = attrs.field(validator=is_bool)
     top_level: bool = attrs.field(default=True, validator=is_bool)
     origin: ToolOrigin = attrs.field(default=ToolOrigin.BUILTIN, validator=one_of(ToolOrigin))
@@ -201,28 +201,28 @@ class TodoWriteResult(Event):
 class TodoArgumentsObserved(Event):
     """A todo list seen in a todo-write call's *arguments*: never trusted (SG-A3)."""
 
-    arguments: Any = attrs.field(repr=False)
+    arguments: Any = attrs.field(repr=False, validator=is_json)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoHistoryReplayed(Event):
     """A todo list found while replaying history: never trusted (SG-A3)."""
 
-    envelope: Any = attrs.field(repr=False)
+    envelope: Any = attrs.field(repr=False, validator=is_json)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class TodoDiskStateLoaded(Event):
     """A todo list read from disk: never trusted (SG-A3)."""
 
-    envelope: Any = attrs.field(repr=False)
+    envelope: Any = attrs.field(repr=False, validator=is_json)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class SubagentTodoObserved(Event):
     """A sub-agent's todo list: never trusted (SG-A3)."""
 
-    envelope: Any = attrs.field(repr=False)
+    envelope: Any = attrs.field(repr=False, validator=is_json)
 
 
 # --- streams and stops ------------------------------------------------------------------------

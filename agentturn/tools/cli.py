@@ -1,29 +1,88 @@
-"""Command line: the demo, trace checking and explaining, and the phase diagrams.
+"""Command line: the demo, trace checking and explaining, the phase diagrams, the explorer.
 
 ``agentturn demo [--trace FILE] [--daemon-trace FILE]`` prints the scripted turn and the daemon
 scene (and writes their traces); ``agentturn check FILE`` replays a trace and compares its
-commands with the spec's (exit 0: they agree; 1: they differ or a rule is broken; 2: the trace
-is unreadable, truncated, reordered, edited or of another format version); ``agentturn explain
-FILE`` tells a trace's story in plain words; ``agentturn diagram [PART]`` draws a phase graph.
-``agentturn explore --depth N`` walks every session state reachable in N moves over a small event
-alphabet derived from each state, and ``agentturn fuzz --steps N --seed S`` walks at random; both
-check every step's invariants (exit 0: nothing but known bugs; 1: a rule broke that no known bug
-explains).
+commands with the spec's; ``agentturn explain FILE`` tells a trace's story in plain words;
+``agentturn diagram PART`` draws a phase graph; ``agentturn explore --depth N`` walks every
+session state reachable in N moves over a small event alphabet derived from each state, and
+``agentturn fuzz --steps N --seed S`` walks at random; both check every step's invariants.
+
+Every input file is read as hostile: whatever is wrong with it ends in one line on stderr and
+exit 2, never a traceback. Everything printed from a file (prompts, model text, versions) is
+made safe for a terminal first: control characters are shown escaped (:func:`terminal_safe`).
+A reader that closes the pipe early (``agentturn demo | head``) ends the command quietly with
+the code it would have had.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import pathlib
 import sys
 import time
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "main", "terminal_safe"]
+
+#: What the exit codes mean, for every command.
+EXIT_CODES = """exit codes:
+  0  done: the trace agrees with the spec; the walk broke no rule (or only known bugs)
+  1  check: the commands differ from the spec's or a rule is broken;
+     explore, fuzz: a rule broke that no known bug explains
+  2  the input cannot be used: a usage error, a file that cannot be read or written, a trace
+     that is unreadable, truncated, reordered, edited (check, explain) or of another version"""
+
+#: The longest walk ``explore`` takes: the state space grows about tenfold per level.
+MAX_DEPTH = 10
+#: The most steps ``fuzz`` takes in one run.
+MAX_STEPS = 10**9
+
+_PARTS = ("turn", "lead", "titles", "guard", "session")
+#: Characters shown escaped: C0 and C1 controls (but the newline), DEL, and the invisible
+#: characters that reorder or break lines (bidirectional overrides and isolates, U+2028/9).
+_UNSAFE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+           if code != 0x0A}
+_UNSAFE.update({code: f"\\u{code:04x}" for code in (0x200E, 0x200F, 0x2028, 0x2029,
+                                                      *range(0x202A, 0x202F),
+                                                      *range(0x2066, 0x206A))})
 
 
-def _write(path: str, lines: Any) -> None:
-    pathlib.Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character shown escaped (``\\x1b`` for ESC), so a file's
+    content cannot drive the reader's terminal; lone surrogates are escaped too."""
+    safe = text.translate(_UNSAFE)
+    return safe.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Quiet(Exception):
+    """The reader closed the pipe: stop writing, end with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _say(text: str, *, error: bool = False) -> None:
+    """Print ``text`` made safe; a closed pipe on stdout stops the command quietly."""
+    stream = sys.stderr if error else sys.stdout
+    try:
+        stream.write(terminal_safe(text) + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        raise _Quiet(0) from None
+
+
+class _Refused(Exception):
+    """The input cannot be used: one line on stderr, exit 2."""
+
+
+def _write(path: str, lines: Iterable[str]) -> None:
+    try:
+        pathlib.Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    except OSError as error:
+        raise _Refused(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -31,9 +90,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo_daemon import daemon_config, daemon_scene
 
     text, pairs = daemon_scene()
-    print(timeline())
-    print(text)
-    if args.trace or args.daemon_trace:
+    if args.trace or args.daemon_trace:  # written first: an unwritable path is a usage error
         from .. import trace
         from ..turn.state import TurnState
 
@@ -42,6 +99,8 @@ def _demo(args: argparse.Namespace) -> int:
             _write(args.trace, trace.write_trace("turn", config, steps(), chat_id="chat-1"))
         if args.daemon_trace:
             _write(args.daemon_trace, trace.write_trace("session", daemon_config(), pairs))
+    _say(timeline())
+    _say(text)
     return 0
 
 
@@ -49,9 +108,13 @@ def _read(path: str) -> Any:
     from .. import trace
 
     try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise trace.TraceError(f"cannot read {path}: {error}") from None
+        data = pathlib.Path(path).read_bytes()
+    except OSError as error:
+        raise trace.TraceError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise trace.TraceError(f"{path} is not UTF-8 text (byte {error.start})") from None
     return trace.read_trace(text)
 
 
@@ -62,28 +125,31 @@ def _check(args: argparse.Namespace) -> int:
     try:
         recorded = _read(args.file)
     except trace.TraceError as error:
-        print(f"rejected: {error}", file=sys.stderr)
+        _say(f"rejected: {error}", error=True)
+        return 2
+    if not recorded.intact:  # an edited trace is not judged: its verdict would be the editor's
+        _say("rejected: the trace was edited after it was written (its end record's digest "
+             "does not match its lines)", error=True)
         return 2
     report = check(recorded)
     status = 0 if report.ok else 1
-    if not recorded.intact:
-        print("rejected: the trace was edited after it was written (its end record's digest "
-              "does not match its lines)", file=sys.stderr)
-        status = 2
     divergence = report.divergence
     if divergence is not None:
-        print(f"step {divergence.step}: the commands differ from the spec's", file=sys.stderr)
-        print(f"  event:    {divergence.event!r}", file=sys.stderr)
+        _say(f"step {divergence.step}: the commands differ from the spec's", error=True)
+        _say(f"  event:    {divergence.event!r}", error=True)
         if divergence.refused:
-            print(f"  expected: the reducer refuses it: {divergence.refused}", file=sys.stderr)
+            _say(f"  expected: the reducer refuses it: {divergence.refused}", error=True)
         else:
-            print(f"  expected: {list(divergence.expected)!r}", file=sys.stderr)
-        print(f"  recorded: {list(divergence.recorded)!r}", file=sys.stderr)
+            _say(f"  expected: {list(divergence.expected)!r}", error=True)
+        _say(f"  recorded: {list(divergence.recorded)!r}", error=True)
     for rule in report.broken:
-        print(f"broken rule: {rule}", file=sys.stderr)
+        _say(f"broken rule: {rule}", error=True)
     if status == 0:
-        print(f"ok: the {report.steps} steps of this {recorded.part} trace agree with the spec "
-              f"(written by agentturn {recorded.library_version})")
+        writer = recorded.library_version
+        if writer[:1].isdigit():
+            writer = f"agentturn {writer}"  # another host names itself
+        _say(f"ok: the {report.steps} steps of this {recorded.part} trace agree with the spec "
+             f"(written by {writer})")
     return status
 
 
@@ -94,23 +160,31 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         recorded = _read(args.file)
     except trace.TraceError as error:
-        print(f"rejected: {error}", file=sys.stderr)
+        _say(f"rejected: {error}", error=True)
         return 2
-    print(explain(recorded))
+    if not recorded.intact and not args.unsealed:
+        _say("rejected: the trace was edited after it was written (its end record's digest "
+             "does not match its lines); explain --unsealed tells its story anyway",
+             error=True)
+        return 2
+    if not recorded.intact:
+        _say("WARNING: this trace was edited after it was written (its digest does not match): "
+             "the story below is of the edited lines, not of what the host recorded.")
+    _say(explain(recorded))
     return 0
 
 
 def _report_violations(violations: Any, show: int) -> int:
     new = [v for v in violations if not v.known]
     for violation in new[:show]:
-        print(violation.describe())
+        _say(violation.describe())
     shortest: dict[str, int] = {}
     for violation in violations:
         if violation.known:
             shortest[violation.known] = min(len(violation.events),
                                             shortest.get(violation.known, 1 << 30))
     for known, length in sorted(shortest.items()):
-        print(f"known {known} (shortest sequence found: {length} events)")
+        _say(f"known {known} (shortest sequence found: {length} events)")
     return 1 if new else 0
 
 
@@ -123,14 +197,20 @@ def _explore(args: argparse.Namespace) -> int:
     seconds = 0.0
     for config in configs:
         for start in starts:
-            report = explore.explore(args.depth, config, start, clock=time.perf_counter)
-            print(report.summary())
+            label = f"explore {config}/{start}"
+
+            def progress(level: int, nodes: int, label: str = label) -> None:
+                _progress(f"{label}: level {level} of {args.depth} done, {nodes} nodes")
+
+            report = explore.explore(args.depth, config, start, clock=time.perf_counter,
+                                     progress=progress)
+            _say(report.summary())
             status |= _report_violations(report.violations, args.show)
             states += report.states
             transitions += report.transitions
             seconds += report.seconds
-    print(f"total: {states} states, {transitions} transitions, depth {args.depth}, "
-          f"{seconds:.1f} s")
+    _say(f"total: {states} states, {transitions} transitions, depth {args.depth}, "
+         f"{seconds:.1f} s")
     return status
 
 
@@ -139,51 +219,101 @@ def _fuzz(args: argparse.Namespace) -> int:
 
     configs = list(explore.CONFIGS) if args.config == "all" else [args.config]
     report = explore.fuzz(args.steps, seed=args.seed, episode=args.episode, configs=configs,
-                          clock=time.perf_counter)
-    print(report.summary())
+                          clock=time.perf_counter,
+                          progress=lambda done: _progress(f"fuzz: {done} of {args.steps} steps"))
+    _say(report.summary())
     return _report_violations(report.violations, args.show)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``agentturn`` command."""
-    parser = argparse.ArgumentParser(prog="agentturn", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="print a scripted turn and a daemon scene")
-    demo.add_argument("--trace", metavar="FILE", help="write the turn's trace to FILE")
+def _progress(line: str) -> None:
+    """A progress line on stderr, for long runs (a closed stderr is ignored)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:  # a closed pipe included
+        pass
+
+
+def _ranged(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``."""
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+    return read
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's exit code for usage errors, and its words."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise _Refused(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="agentturn", description=(__doc__ or "").split("\n\n")[0],
+                     epilog=EXIT_CODES, formatter_class=formatter)
+    parser.add_argument("--version", action="version", version=f"agentturn {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        found: argparse.ArgumentParser = commands.add_parser(
+            name, help=summary, description=summary, epilog=EXIT_CODES, formatter_class=formatter)
+        return found
+
+    demo = command("demo", "print a scripted turn and a daemon scene")
+    demo.add_argument("--trace", metavar="FILE", help="also write the turn's trace to FILE")
     demo.add_argument("--daemon-trace", metavar="FILE",
-                      help="write the daemon scene's trace to FILE")
-    check = commands.add_parser("check", help="replay a trace and compare it with the spec")
-    check.add_argument("file", metavar="FILE")
-    explain = commands.add_parser("explain", help="tell a trace's story in plain words")
-    explain.add_argument("file", metavar="FILE")
-    diagram = commands.add_parser("diagram", help="print a part's phase graph as Mermaid")
-    diagram.add_argument("part", nargs="?", default="turn",
-                         choices=["turn", "lead", "titles", "guard", "session"])
+                      help="also write the daemon scene's trace to FILE")
+    check = command("check", "replay a trace and compare its commands with the spec's")
+    check.add_argument("file", metavar="FILE", help="a trace (JSON Lines, UTF-8)")
+    explain = command("explain", "tell a trace's story in plain words")
+    explain.add_argument("file", metavar="FILE", help="a trace (JSON Lines, UTF-8)")
+    explain.add_argument("--unsealed", action="store_true",
+                         help="tell the story of a trace whose digest does not match (edited "
+                              "after it was written), with a warning on the first line")
+    diagram = command("diagram", "print a part's phase graph as Mermaid")
+    diagram.add_argument("part", metavar="PART", nargs="?", choices=_PARTS,
+                         help=f"one of {', '.join(_PARTS)}")
     configs = ["daemon", "interactive", "supersede", "all"]
-    walk = commands.add_parser("explore", help="check every session state reachable in N moves")
-    walk.add_argument("--depth", type=int, default=4, metavar="N")
-    walk.add_argument("--config", default="daemon", choices=configs)
-    walk.add_argument("--start", default="all",
-                      choices=["new", "armed", "draining", "permission", "naming", "all"])
-    walk.add_argument("--show", type=int, default=5, help="new violations to print in full")
-    fuzz = commands.add_parser("fuzz", help="random walks through the session, checked each step")
-    fuzz.add_argument("--steps", type=int, default=100_000, metavar="N")
-    fuzz.add_argument("--seed", type=int, default=0)
-    fuzz.add_argument("--episode", type=int, default=400,
-                      help="steps before a walk starts a new session")
-    fuzz.add_argument("--config", default="all", choices=configs)
-    fuzz.add_argument("--show", type=int, default=5, help="new violations to print in full")
-    args = parser.parse_args(argv)
-    if args.command == "explore":
-        return _explore(args)
-    if args.command == "fuzz":
-        return _fuzz(args)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "check":
-        return _check(args)
-    if args.command == "explain":
-        return _explain(args)
+    starts = ["new", "armed", "draining", "permission", "naming", "all"]
+    walk = command("explore", "check every session state reachable in N moves")
+    walk.add_argument("--depth", type=_ranged(1, MAX_DEPTH), default=4, metavar="N",
+                      help=f"moves from each start, 1 to {MAX_DEPTH} (default 4; each level "
+                           "costs about ten times the one before)")
+    walk.add_argument("--config", default="daemon", choices=configs,
+                      help="the session configuration (default daemon)")
+    walk.add_argument("--start", default="all", choices=starts,
+                      help="the state the walk starts from (default all)")
+    walk.add_argument("--show", type=_ranged(0, 1000), default=5, metavar="K",
+                      help="new violations to print in full (default 5)")
+    fuzz = command("fuzz", "random walks through the session, checked each step")
+    fuzz.add_argument("--steps", type=_ranged(1, MAX_STEPS), default=100_000, metavar="N",
+                      help="steps in all (default 100000; progress every 100000)")
+    fuzz.add_argument("--seed", type=_ranged(0, 2**64 - 1), default=0, metavar="S",
+                      help="the seed: the same seed gives the same walks (default 0)")
+    fuzz.add_argument("--episode", type=_ranged(1, MAX_STEPS), default=400, metavar="N",
+                      help="steps before a walk starts a new session (default 400)")
+    fuzz.add_argument("--config", default="all", choices=configs,
+                      help="the session configuration (default all, in turn)")
+    fuzz.add_argument("--show", type=_ranged(0, 1000), default=5, metavar="K",
+                      help="new violations to print in full (default 5)")
+    return parser
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    if args.part is None:
+        _say("agentturn diagram PART: choose a part: " + ", ".join(_PARTS), error=True)
+        return 2
     from .. import LEAD_GRAPH, TITLE_GRAPH, TURN_GRAPH, PhaseGraph
     from ..guard import GUARD_GRAPH
     from ..session import SESSION_GRAPH
@@ -191,6 +321,37 @@ def main(argv: list[str] | None = None) -> int:
     graphs: dict[str, PhaseGraph[Any]] = {
         "turn": TURN_GRAPH, "lead": LEAD_GRAPH, "titles": TITLE_GRAPH, "guard": GUARD_GRAPH,
         "session": SESSION_GRAPH}
-    print(graphs[args.part].mermaid())
+    _say(graphs[args.part].mermaid())
     return 0
 
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": _demo, "check": _check, "explain": _explain, "diagram": _diagram,
+    "explore": _explore, "fuzz": _fuzz}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``agentturn`` command; return its exit code (see :data:`EXIT_CODES`)."""
+    try:
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as done:  # --help and --version print and exit 0
+            return int(done.code or 0)
+        return _COMMANDS[args.command](args)
+    except _Refused as refused:
+        with contextlib.suppress(_Quiet):
+            _say(str(refused), error=True)
+        return 2
+    except _Quiet as quiet:
+        _silence_stdout()
+        return quiet.code
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is
+    quiet too."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -56,11 +56,21 @@ class BrokenMapping(Mapping[str, Any]):
         return 2
 
 
+#: Envelopes that are JSON but not a todo list (a broken mapping is not JSON: it is refused
+#: when the event is built, see the test below).
 ODD_ENVELOPES = st.sampled_from([
     None, '{"type": "todo_list", "todos": []}', {"type": "todo_list"}, {"type": 1, "todos": []},
-    {"type": "todo_list", "todos": [None]}, BrokenMapping(),
-    {"type": "todo_list", "todos": [BrokenMapping()]},
+    {"type": "todo_list", "todos": [None]}, {"type": "todo_list", "todos": [[]]},
 ])
+
+
+def test_a_mapping_that_is_not_json_is_refused_when_built_and_by_the_parser() -> None:
+    """SG-A1: the parser rejects a mapping whose lookups raise (it never raises itself), and a
+    host cannot even build a todo-write event from one: it is not a JSON value."""
+    for odd in (BrokenMapping(), {"type": "todo_list", "todos": [BrokenMapping()]}):
+        assert g.parse_todo_envelope(odd) is None
+        with pytest.raises(at.FieldError, match="envelope must be a JSON value"):
+            g.TodoWriteResult(call_id="c", turn_id="t", succeeded=True, envelope=odd)
 
 
 def envelope(items: list[tuple[str, str]]) -> dict[str, Any]:

@@ -63,6 +63,8 @@ class FuzzReport(_Report):
 
 
 #: The fuzzer reduces one step in this many twice, to check it is deterministic.
+#: How often :func:`fuzz` reports its progress, in steps.
+PROGRESS_EVERY = 100_000
 RECHECK_EVERY = 8
 
 
@@ -90,13 +92,19 @@ class _SplitMix:
 
 def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20,
          configs: Iterable[str] = tuple(CONFIGS),
-         clock: Callable[[], float] = lambda: 0.0) -> FuzzReport:
+         clock: Callable[[], float] = lambda: 0.0,
+         progress: Callable[[int], None] | None = None) -> FuzzReport:
     """Random walks through :func:`alphabet` for ``steps`` steps in all, every step checked
     (determinism on one step in :data:`RECHECK_EVERY`).
 
     A walk starts a new session (the next configuration in turn) when its session is closed or
-    after ``episode`` steps. The same ``seed`` gives the same walks. ``clock`` times the run.
+    after ``episode`` steps. The same ``seed`` gives the same walks. ``clock`` times the run;
+    ``progress(steps_done)`` is called every :data:`PROGRESS_EVERY` steps. ``steps`` and
+    ``episode`` are at least 1 (an episode of 0 steps would never end the run).
     """
+    for name, value in (("steps", steps), ("episode", episode)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
     began = clock()
     rng = _SplitMix(seed)
     names = list(configs)
@@ -120,6 +128,8 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
             kinds.add(type(move.event).__name__)
             result = check_step(state, streams, move, recheck=done % RECHECK_EVERY == 0)
             done += 1
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                progress(done)
             outcomes[result.outcome] += 1
             problems = list(result.problems)
             if result.state is not state:

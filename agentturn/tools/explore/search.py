@@ -180,16 +180,21 @@ def _violation_line(violations: Sequence[Violation], counts: dict[tuple[str, str
     known: Counter[str] = Counter()
     for key, name in {_key(v.rule, v.detail): v.known for v in violations if v.known}.items():
         known[name.split(":")[0]] += counts.get(key, 0)
-    return f"  violations: {len(new)} unknown broken rule(s)" + "".join(
+    said = "no rule broken" if not new else f"{len(new)} broken rule(s) no known bug explains"
+    return f"  violations: {said}" + "".join(
         f"; known {name} x{n}" for name, n in sorted(known.items()))
 
 
 def explore(depth: int, config: str = "daemon", start: str = "new", max_violations: int = 20,
-            clock: Callable[[], float] = lambda: 0.0) -> ExploreReport:
+            clock: Callable[[], float] = lambda: 0.0,
+            progress: Callable[[int, int], None] | None = None) -> ExploreReport:
     """Every node reachable from ``start`` in at most ``depth`` moves, each step checked.
 
     ``clock`` (seconds, e.g. ``time.perf_counter``) times the run; this module reads none.
+    ``progress(level, nodes)`` is called as each level is done. ``depth`` is at least 1.
     """
+    if type(depth) is not int or depth < 1:
+        raise ValueError(f"depth must be an int of at least 1, got {depth!r}")
     began = clock()
     root_state, prefix = start_state(config, start)
     prefix_moves = [Move(kind=SCRIPT, event=event) for event in prefix]
@@ -234,6 +239,8 @@ def explore(depth: int, config: str = "daemon", start: str = "new", max_violatio
             break
         per_level.append(len(following))
         frontier = following
+        if progress is not None:
+            progress(len(per_level), len(parents))
     counts = [Counter(x.name for x in phases) for phases in (
         (n[0].phase for n in parents), (n[0].turn.phase for n in parents),
         (n[0].guard.phase for n in parents))]
