@@ -22,17 +22,23 @@ import math
 from functools import cache
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE_BYTES", "json_problem", "parse_line"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE_BYTES", "MAX_LINE_DEPTH", "json_problem",
+           "parse_line"]
 
-#: How deep arrays and objects may nest, in a field's value and in a trace line.
+#: How deep arrays and objects may nest in a field's value.
 MAX_DEPTH = 64
+#: How deep a trace line may nest: a value's own depth plus the line's structure around it (a
+#: step holds commands, a command records, a record its fields), so every value an event may
+#: hold fits in a line.
+MAX_LINE_DEPTH = MAX_DEPTH + 8
 #: How many digits an integer may have (a float's literal may have up to twice as many chars).
 MAX_INT_DIGITS = 40
-#: The longest trace line read, in UTF-8 bytes.
-MAX_LINE_BYTES = 16 * 1024 * 1024
+#: The longest trace line read, in UTF-8 bytes (a tool output is written twice on its line: in
+#: the event and in the result record).
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
-def json_problem(value: object) -> str | None:
+def json_problem(value: object, max_depth: int = MAX_DEPTH) -> str | None:
     """What keeps ``value`` from being an exact JSON value, or ``None`` when it is one."""
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
@@ -52,8 +58,8 @@ def json_problem(value: object) -> str | None:
             if not math.isfinite(item):
                 return f"holds {item!r}, which JSON cannot hold"
         elif type(item) is list or type(item) is dict:
-            if depth > MAX_DEPTH:
-                return f"nests deeper than {MAX_DEPTH} levels"
+            if depth > max_depth:
+                return f"nests deeper than {max_depth} levels"
             if type(item) is dict:
                 for key, inner in item.items():
                     if type(key) is not str:
@@ -118,9 +124,9 @@ def parse_line(line: str) -> Any:
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON: {_plain(error.msg)} at column {error.colno}") from None
     except RecursionError:
-        raise ValueError(f"not JSON this reader takes: it nests deeper than {MAX_DEPTH} "
+        raise ValueError(f"not JSON this reader takes: it nests deeper than {MAX_LINE_DEPTH} "
                          "levels") from None
-    problem = json_problem(value)
+    problem = json_problem(value, MAX_LINE_DEPTH)
     if problem is not None:
         raise ValueError(f"the line {problem}")
     return value

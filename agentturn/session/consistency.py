@@ -43,6 +43,8 @@ def _turn(turn: TurnState) -> list[str]:
     if turn.phase in SAVING_PHASES and not turn.persisting:
         found.append(f"turn.phase {turn.phase.name} waits on a write, but turn.persisting is "
                      "false")
+    if turn.phase is T.ENDING and turn.ending is None:
+        found.append("turn.phase ENDING has no turn.ending")
     if turn.phase is not T.IDLE and not turn.turn_id:
         found.append(f"turn.phase {turn.phase.name} has no turn.turn_id")
     if turn.phase in (T.AWAITING_STREAM, T.STREAMING) and turn.request_seq < 1:
@@ -75,7 +77,15 @@ def inconsistencies(state: SessionState) -> tuple[str, ...]:
         found.append(f"issued holds more than {ISSUED_MEMORY} ids")
     found += _distinct("fifo", tuple(entry.prompt_id for entry in state.fifo))
     found += _distinct("clients", state.clients)
+    held = {turn.turn_id for turn in state.deferred.turns}
+    prompts = {prompt[0] for prompt in state.deferred_prompts}
+    if held - prompts:
+        found.append(f"deferred.turns holds {sorted(held - prompts)!r} without its prompt in "
+                     "deferred_prompts")
     ring = state.ring
+    if (ring.capacity, ring.pinned_capacity) != (state.config.ring_capacity,
+                                                 state.config.ring_pinned):
+        found.append("ring.capacity and ring.pinned_capacity differ from the configuration's")
     for name in ("live", "pinned"):
         seqs = [entry.seq for entry in getattr(ring, name)]
         if any(seq >= ring.next_seq or seq < 1 for seq in seqs):

@@ -165,6 +165,12 @@ def _at_least_one(instance: Any, attribute: attrs.Attribute[int], value: Any) ->
         raise FieldError(f"SessionConfig.{attribute.name} must be an int >= 1")
 
 
+def _at_least_two(instance: Any, attribute: attrs.Attribute[int], value: Any) -> None:
+    # the ring keeps at least one stage's two guard attempts past rollover (OB-6)
+    if type(value) is not int or value < 2:
+        raise FieldError(f"SessionConfig.{attribute.name} must be an int >= 2")
+
+
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class SessionConfig(Value):
     """How a host runs its sessions. Read once, when a session is created (SG-C2)."""
@@ -192,7 +198,7 @@ class SessionConfig(Value):
     max_deferred: int = attrs.field(default=bg.DEFAULT_MAX_DEFERRED, validator=_at_least_one)
     #: The event ring's bounds (OB-6).
     ring_capacity: int = attrs.field(default=256, validator=_at_least_one)
-    ring_pinned: int = attrs.field(default=32, validator=_at_least_one)
+    ring_pinned: int = attrs.field(default=32, validator=_at_least_two)
     #: How long a daemon turn that ended with a resumable error keeps the chat for the user's
     #: ``ContinueTurn`` (TL-11): automatic turns wait meanwhile; when it runs out the retry is
     #: withdrawn (``RetryWithdrawn``) and they run. ``math.inf``: until the user acts.

@@ -30,7 +30,14 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    return getattr(import_module(f"{__name__}.{module}"), name)
+    try:
+        return getattr(import_module(f"{__name__}.{module}"), name)
+    except ModuleNotFoundError as error:
+        if error.name != "hypothesis":
+            raise
+        raise ModuleNotFoundError(
+            f"agentturn.testing.{name} needs hypothesis, which the test extra installs: "
+            "pip install 'agentturn[test]'", name="hypothesis") from None
 
 
 __all__ = [

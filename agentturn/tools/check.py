@@ -34,7 +34,7 @@ from ..commands import EndTurn, ExecuteTool, Persist, RequestModelStream
 from ..errors import ProtocolError
 from ..events import LeadSubmitted, Persisted, PersistFailed, PromptSubmitted
 from ..records import ResponseRecord
-from ..trace import Trace
+from ..trace import Trace, initial_state
 
 __all__ = ["Divergence", "Report", "broken_invariants", "check", "initial", "reducer"]
 
@@ -67,17 +67,7 @@ class Report:
 
 def initial(trace: Trace) -> Any:
     """The state the trace starts from."""
-    if trace.part == "turn":
-        from ..turn.state import TurnState
-
-        return TurnState.create(trace.chat_id, trace.config)
-    if trace.part == "guard":
-        from ..guard import GuardState
-
-        return GuardState.create(trace.config)
-    from ..session import Session
-
-    return Session.create(trace.config)
+    return initial_state(trace.part, trace.config, trace.chat_id)
 
 
 def reducer(part: str) -> Callable[[Any, Any], Step[Any]]:

@@ -17,13 +17,16 @@ the code it would have had.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import pathlib
+import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
+
+from .render import terminal_safe, written_by
 
 __all__ = ["EXIT_CODES", "main", "terminal_safe"]
 
@@ -35,43 +38,31 @@ EXIT_CODES = """exit codes:
   2  the input cannot be used: a usage error, a file that cannot be read or written, a trace
      that is unreadable, truncated, reordered, edited (check, explain) or of another version"""
 
-#: The longest walk ``explore`` takes: the state space grows about tenfold per level.
-MAX_DEPTH = 10
+#: The longest walk ``explore`` takes: each level costs about five times the one before (depth
+#: 6 is about 20 s and 100 MB; 8 is the most that fits a laptop's patience and memory).
+MAX_DEPTH = 8
+#: The largest trace file ``check`` and ``explain`` read.
+MAX_TRACE_BYTES = 256 * 1024 * 1024
 #: The most steps ``fuzz`` takes in one run.
 MAX_STEPS = 10**9
 
 _PARTS = ("turn", "lead", "titles", "guard", "session")
-#: Characters shown escaped: C0 and C1 controls (but the newline), DEL, and the invisible
-#: characters that reorder or break lines (bidirectional overrides and isolates, U+2028/9).
-_UNSAFE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
-           if code != 0x0A}
-_UNSAFE.update({code: f"\\u{code:04x}" for code in (0x200E, 0x200F, 0x2028, 0x2029,
-                                                      *range(0x202A, 0x202F),
-                                                      *range(0x2066, 0x206A))})
+#: The streams whose reader closed the pipe: nothing more is written to them.
+_CLOSED: set[str] = set()
 
 
-def terminal_safe(text: str) -> str:
-    """``text`` with every control character shown escaped (``\\x1b`` for ESC), so a file's
-    content cannot drive the reader's terminal; lone surrogates are escaped too."""
-    safe = text.translate(_UNSAFE)
-    return safe.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-class _Quiet(Exception):
-    """The reader closed the pipe: stop writing, end with ``code``."""
-
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-def _say(text: str, *, error: bool = False) -> None:
-    """Print ``text`` made safe; a closed pipe on stdout stops the command quietly."""
+def _say(text: str, *, error: bool = False, one_line: bool = False) -> None:
+    """Print ``text`` made safe (``one_line``: its newlines escaped too). A reader that closed
+    the pipe gets nothing more, and the command still ends with its own exit code."""
+    name = "stderr" if error else "stdout"
+    if name in _CLOSED:
+        return
     stream = sys.stderr if error else sys.stdout
     try:
-        stream.write(terminal_safe(text) + "\n")
+        stream.write(terminal_safe(text, one_line) + "\n")
         stream.flush()
     except BrokenPipeError:
-        raise _Quiet(0) from None
+        _CLOSED.add(name)
 
 
 class _Refused(Exception):
@@ -79,6 +70,8 @@ class _Refused(Exception):
 
 
 def _write(path: str, lines: Iterable[str]) -> None:
+    if not path:
+        raise _Refused("a trace path must not be empty")
     try:
         pathlib.Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     except OSError as error:
@@ -90,14 +83,14 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo_daemon import daemon_config, daemon_scene
 
     text, pairs = daemon_scene()
-    if args.trace or args.daemon_trace:  # written first: an unwritable path is a usage error
+    if args.trace is not None or args.daemon_trace is not None:  # first: a bad path is refused
         from .. import trace
         from ..turn.state import TurnState
 
-        if args.trace:
+        if args.trace is not None:
             config = TurnState.create("chat-1").config
             _write(args.trace, trace.write_trace("turn", config, steps(), chat_id="chat-1"))
-        if args.daemon_trace:
+        if args.daemon_trace is not None:
             _write(args.daemon_trace, trace.write_trace("session", daemon_config(), pairs))
     _say(timeline())
     _say(text)
@@ -108,9 +101,14 @@ def _read(path: str) -> Any:
     from .. import trace
 
     try:
-        data = pathlib.Path(path).read_bytes()
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block
+            raise trace.TraceError(f"cannot read {path}: not a regular file")
+        with open(path, "rb") as file:
+            data = file.read(MAX_TRACE_BYTES + 1)
     except OSError as error:
         raise trace.TraceError(f"cannot read {path}: {error.strerror or error}") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise trace.TraceError(f"{path} is larger than {MAX_TRACE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -125,31 +123,29 @@ def _check(args: argparse.Namespace) -> int:
     try:
         recorded = _read(args.file)
     except trace.TraceError as error:
-        _say(f"rejected: {error}", error=True)
+        _say(f"rejected: {error}", error=True, one_line=True)
         return 2
     if not recorded.intact:  # an edited trace is not judged: its verdict would be the editor's
         _say("rejected: the trace was edited after it was written (its end record's digest "
-             "does not match its lines)", error=True)
+             "does not match its lines)", error=True, one_line=True)
         return 2
     report = check(recorded)
     status = 0 if report.ok else 1
     divergence = report.divergence
     if divergence is not None:
         _say(f"step {divergence.step}: the commands differ from the spec's", error=True)
-        _say(f"  event:    {divergence.event!r}", error=True)
+        _say(f"  event:    {divergence.event!r}", error=True, one_line=True)
         if divergence.refused:
-            _say(f"  expected: the reducer refuses it: {divergence.refused}", error=True)
+            _say(f"  expected: the reducer refuses it: {divergence.refused}", error=True,
+                 one_line=True)
         else:
-            _say(f"  expected: {list(divergence.expected)!r}", error=True)
-        _say(f"  recorded: {list(divergence.recorded)!r}", error=True)
+            _say(f"  expected: {list(divergence.expected)!r}", error=True, one_line=True)
+        _say(f"  recorded: {list(divergence.recorded)!r}", error=True, one_line=True)
     for rule in report.broken:
-        _say(f"broken rule: {rule}", error=True)
+        _say(f"broken rule: {rule}", error=True, one_line=True)
     if status == 0:
-        writer = recorded.library_version
-        if writer[:1].isdigit():
-            writer = f"agentturn {writer}"  # another host names itself
         _say(f"ok: the {report.steps} steps of this {recorded.part} trace agree with the spec "
-             f"(written by {writer})")
+             f"(written by {written_by(recorded.library_version)})", one_line=True)
     return status
 
 
@@ -160,7 +156,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         recorded = _read(args.file)
     except trace.TraceError as error:
-        _say(f"rejected: {error}", error=True)
+        _say(f"rejected: {error}", error=True, one_line=True)
         return 2
     if not recorded.intact and not args.unsealed:
         _say("rejected: the trace was edited after it was written (its end record's digest "
@@ -237,10 +233,9 @@ def _progress(line: str) -> None:
 def _ranged(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` to ``high``."""
     def read(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
+        if not re.fullmatch(r"-?[0-9]+", text):  # not int(): it takes "1_0", "+1", other digits
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = int(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
         return value
@@ -251,8 +246,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with the project's exit code for usage errors, and its words."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        raise _Refused(f"{self.prog}: {message}")
+        raise _Refused(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -289,7 +283,7 @@ def _parser() -> argparse.ArgumentParser:
     walk = command("explore", "check every session state reachable in N moves")
     walk.add_argument("--depth", type=_ranged(1, MAX_DEPTH), default=4, metavar="N",
                       help=f"moves from each start, 1 to {MAX_DEPTH} (default 4; each level "
-                           "costs about ten times the one before)")
+                           "costs about five times the one before)")
     walk.add_argument("--config", default="daemon", choices=configs,
                       help="the session configuration (default daemon)")
     walk.add_argument("--start", default="all", choices=starts,
@@ -339,12 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             return int(done.code or 0)
         return _COMMANDS[args.command](args)
     except _Refused as refused:
-        with contextlib.suppress(_Quiet):
-            _say(str(refused), error=True)
+        _say(str(refused), error=True, one_line=True)
         return 2
-    except _Quiet as quiet:
-        _silence_stdout()
-        return quiet.code
+    finally:
+        if "stdout" in _CLOSED:
+            _silence_stdout()
 
 
 def _silence_stdout() -> None:

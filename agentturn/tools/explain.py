@@ -40,7 +40,7 @@ from ..events import (
 from ..guard.texts import is_guard_prompt
 from ..records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
 from ..trace import Trace
-from .render import guard_chunk, outcome, queued_flag
+from .render import guard_chunk, outcome, queued_flag, terminal_safe, written_by
 
 __all__ = ["explain"]
 
@@ -172,8 +172,8 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
 def explain(trace: Trace) -> str:
     """The story of a traced session, one numbered step per line that decided something."""
     story = _Story()
-    lines = [f"The story of this {trace.part} trace ({len(trace.steps)} steps, written by "
-             f"agentturn {trace.library_version}):", ""]
+    lines = [terminal_safe(f"The story of this {trace.part} trace ({len(trace.steps)} steps, "
+                           f"written by {written_by(trace.library_version)}):", one_line=True), ""]
     for step in trace.steps:
         if isinstance(step.event, Persisted):
             story.last_saved = story.writes.pop(step.event.key, ())
@@ -182,5 +182,6 @@ def explain(trace: Trace) -> str:
             said.extend(_command_line(command, story))
         for number, sentence in enumerate(said):
             prefix = f"{step.number:>4}. " if number == 0 else "      "
-            lines.append(prefix + sentence)
+            # a value's own newline cannot start a line of the story
+            lines.append(prefix + terminal_safe(sentence, one_line=True))
     return "\n".join(lines)

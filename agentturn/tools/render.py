@@ -26,7 +26,8 @@ from .. import events as e
 from .. import records as r
 from ..guard import texts as guard_texts
 
-__all__ = ["describe", "guard_chunk", "message", "outcome", "queued_flag", "records", "short"]
+__all__ = ["describe", "guard_chunk", "message", "outcome", "queued_flag", "records", "short",
+           "terminal_safe", "written_by"]
 
 
 def short(text: str, limit: int = 90) -> str:
@@ -74,6 +75,12 @@ def guard_chunk(meta: Mapping[str, Any]) -> str:
     """A guard chunk's ``_meta``, read: which attempt of how many, how many todos unfinished."""
     return (f"attempt {meta.get('attempt')} of {meta.get('maxAttempts')}, "
             f"{meta.get('unfinishedCount')} unfinished")
+
+
+def written_by(version: str) -> str:
+    """Who wrote a trace, from its ``library_version``: ``agentturn 0.1.0``, or another host's
+    own name (a Node host writes ``node-host 1``)."""
+    return f"agentturn {version}" if version[:1].isdigit() else version
 
 
 def queued_flag(flag: bool | None) -> str:
@@ -204,3 +211,22 @@ def describe(item: object) -> str:
     if attrs.has(type(item)) and module.startswith("agentturn"):
         return _fields(item)
     return repr(item)
+
+
+#: Characters shown escaped: C0 and C1 controls (but the newline), DEL, and the invisible
+#: characters that reorder or break lines (bidirectional overrides and isolates, U+2028/9).
+_UNSAFE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+           if code != 0x0A}
+_UNSAFE.update({code: f"\\u{code:04x}" for code in (0x061C, 0x180E, 0x200B, 0x200E, 0x200F,
+                                                      0x2028, 0x2029, 0xFEFF,
+                                                      *range(0x202A, 0x202F),
+                                                      *range(0x2066, 0x206A))})
+_ONE_LINE = {**_UNSAFE, 0x0A: "\\n"}
+
+
+def terminal_safe(text: str, one_line: bool = False) -> str:
+    """``text`` with every control character shown escaped (``\\x1b`` for ESC), so a file's
+    content cannot drive the reader's terminal; lone surrogates are escaped too. With
+    ``one_line``, a newline is escaped as well, so a value cannot forge an output line."""
+    safe = text.translate(_ONE_LINE if one_line else _UNSAFE)
+    return safe.encode("utf-8", "backslashreplace").decode("utf-8")

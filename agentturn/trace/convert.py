@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import enum
 import math
+import types
 import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any, Union
 
+import attrs
 import cattrs
+from cattrs.gen import make_dict_structure_fn
 from cattrs.strategies import configure_tagged_union
 
 from ..registry import command_types, event_types, tag
 from ..session.ring import Meta
 
-__all__ = ["commands_union", "converter", "events_union", "reason", "strict"]
+__all__ = ["commands_union", "converter", "events_union", "json_kind", "reason", "strict"]
 
 _INFINITY = {"Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -75,6 +78,11 @@ def converter() -> cattrs.Converter:
     for union in (events_union(), commands_union()):
         configure_tagged_union(union, conv, tag_generator=tag, tag_name="type")
     return conv
+
+
+def json_kind(value: object) -> str:
+    """What JSON calls ``value``'s type, for messages: ``an object``, ``null``, ..."""
+    return _kind(value)
 
 
 def _kind(value: object) -> str:
@@ -172,7 +180,49 @@ def strict() -> cattrs.Converter:
         return read
 
     conv.register_structure_hook_factory(_is_frozenset, read_frozenset)
+
+    def read_class(cls: Any) -> Callable[[Any, Any], Any]:
+        inner = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True)
+
+        def read(value: Any, tp: Any) -> Any:
+            if type(value) is not dict:
+                raise TypeError(f"must be an object, got {_kind(value)}")
+            return inner(value, tp)
+        return read
+
+    conv.register_structure_hook_factory(attrs.has, read_class)
+
+    def read_union(tp: Any) -> Callable[[Any, Any], Any]:
+        """A union of attrs classes (a record of any kind), told apart by the fields present."""
+        members = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        nullable = len(members) != len(typing.get_args(tp))
+        shapes = [(cls, {f.name for f in attrs.fields(cls)},
+                   {f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING})
+                  for cls in members]
+        names = ", ".join(cls.__name__ for cls in members)
+
+        def read(value: Any, _: Any) -> Any:
+            if value is None and nullable:
+                return None
+            if type(value) is not dict:
+                raise TypeError(f"must be an object (one of {names}), got {_kind(value)}")
+            keys = set(value)
+            fits = [cls for cls, every, required in shapes if required <= keys <= every]
+            if len(fits) != 1:
+                raise TypeError(f"its fields match {'none' if not fits else 'more than one'} "
+                                f"of {names}")
+            return conv.structure(value, fits[0])
+        return read
+
+    conv.register_structure_hook_factory(_is_class_union, read_union)
     return conv
+
+
+def _is_class_union(tp: Any) -> bool:
+    if typing.get_origin(tp) not in (Union, types.UnionType):
+        return False
+    members = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+    return len(members) > 1 and all(isinstance(arg, type) and attrs.has(arg) for arg in members)
 
 
 def reason(error: BaseException) -> str:

@@ -29,15 +29,16 @@ import attrs
 
 from .. import __version__
 from .._base import Command, Event
-from .._json import parse_line
+from .._json import MAX_LINE_BYTES, parse_line
 from ..guard.state import GuardConfig
 from ..registry import command_types, event_types, tag
 from ..session.state import SessionConfig
 from ..turn.state import TurnConfig
-from .convert import commands_union, converter, events_union, reason, strict
+from .convert import commands_union, converter, events_union, json_kind, reason, strict
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MAX_LINES", "PARTS", "Trace", "TraceError",
-           "TraceStep", "end_line", "header_line", "read_trace", "step_line", "write_trace"]
+           "TraceStep", "end_line", "header_line", "initial_state", "read_trace", "step_line",
+           "write_trace"]
 
 FORMAT = "agentturn-trace"
 FORMAT_VERSION = 1
@@ -88,9 +89,24 @@ def _tagged(value: Any, union: Any) -> dict[str, Any]:
 
 
 def step_line(number: int, event: Event, commands: Iterable[Command]) -> str:
-    """One step: the event in and the commands out."""
-    return dumps({"step": number, "event": _tagged(event, events_union()),
-                   "commands": [_tagged(c, commands_union()) for c in commands]})
+    """One step: the event in and the commands out. Refuses (``TraceError``) what the reader
+    would refuse: a step number that is not a positive int, a value that is not an agentturn
+    event or command, a line over the reader's length limit."""
+    if type(number) is not int or number < 1:
+        raise TraceError(f"a step number is an int from 1, got {number!r}")
+    if not isinstance(event, event_types()):
+        raise TraceError(f"step {number}: {type(event).__name__} is not an agentturn event")
+    done = tuple(commands)
+    for command in done:
+        if not isinstance(command, command_types()):
+            raise TraceError(f"step {number}: {type(command).__name__} is not an agentturn "
+                             "command")
+    line = dumps({"step": number, "event": _tagged(event, events_union()),
+                  "commands": [_tagged(c, commands_union()) for c in done]})
+    if len(line) > MAX_LINE_BYTES // 4 and len(line.encode("utf-8")) > MAX_LINE_BYTES:
+        raise TraceError(f"step {number} is longer than {MAX_LINE_BYTES} bytes, the most a "
+                         "trace line may hold")
+    return line
 
 
 def _digest(lines: Iterable[str]) -> tuple[int, str]:
@@ -103,6 +119,9 @@ def _digest(lines: Iterable[str]) -> tuple[int, str]:
 
 def end_line(lines: Iterable[str]) -> str:
     """The end record for the lines before it (the header and the steps)."""
+    lines = list(lines)
+    if not all(type(line) is str for line in lines):
+        raise TraceError("end_line takes the trace's lines as str")
     count, digest = _digest(lines)
     return dumps({"end": True, "steps": max(count - 1, 0), "digest": digest})
 
@@ -113,6 +132,8 @@ def write_trace(part: str, config: Any, steps: Iterable[tuple[Event, tuple[Comma
     lines = [header_line(part, config, chat_id)]
     yield lines[0]
     for number, (event, commands) in enumerate(steps, 1):
+        if number + 2 > MAX_LINES:
+            raise TraceError(f"a trace holds at most {MAX_LINES - 2} steps")
         line = step_line(number, event, commands)
         lines.append(line)
         yield line
@@ -155,7 +176,7 @@ def _parse(number: int, line: str) -> dict[str, Any]:
         raise TraceError(f"line {number}: {error}") from None
     if type(value) is not dict:
         raise TraceError(f"line {number}: a trace line is a JSON object, got "
-                         f"{type(value).__name__}")
+                         f"{json_kind(value)}")
     return value
 
 
@@ -172,7 +193,7 @@ def _fields(number: int, value: dict[str, Any], fields: Mapping[str, tuple[type,
         kind, kind_name = fields[name]
         if type(item) is not kind:
             raise TraceError(f"line {number}: {name!r} must be {kind_name}, got "
-                             f"{type(item).__name__}")
+                             f"{json_kind(item)}")
     return value
 
 
@@ -220,9 +241,46 @@ def _header(lines: list[str]) -> tuple[Any, str, Any, str]:
         config: Any = strict().structure(header["config"], _CONFIGS[part])
     except Exception as error:  # anything the strict converter refuses
         raise TraceError(f"line 1: config: {reason(error)}") from None
+    changed = _changed(header["config"], converter().unstructure(config, _CONFIGS[part]))
+    if changed:
+        raise TraceError(f"line 1: config: {changed} (the library never writes it so)")
     chat_id = str(header.get("chat_id") or getattr(config, "chat_id", "-"))
+    try:
+        initial_state(part, config, chat_id)
+    except (TypeError, ValueError) as error:  # a FieldError: the configuration cannot start
+        raise TraceError(f"line 1: config: {reason(error)}") from None
     library_version: str = header["library_version"]
     return part, library_version, config, chat_id
+
+
+def _changed(given: Any, written: Any, where: str = "") -> str:
+    """How ``given`` (what the file says) differs from ``written`` (what the library writes for
+    the value it read): a configuration a converter would silently change (a cap below 1 read
+    as the default, a finish reason normalized) is refused rather than accepted changed."""
+    if type(given) is dict and type(written) is dict:
+        for key, value in given.items():
+            found = _changed(value, written.get(key), f"{where}.{key}" if where else key)
+            if found:
+                return found
+        return ""
+    if type(given) is not type(written) or given != written:
+        return f"{where}: {json.dumps(given)[:80]} would be read as {json.dumps(written)[:80]}"
+    return ""
+
+
+def initial_state(part: str, config: Any, chat_id: str = "") -> Any:
+    """The state a trace of ``part`` starts from: a new turn, guard or session."""
+    if part == "turn":
+        from ..turn.state import TurnState
+
+        return TurnState.create(chat_id, config)
+    if part == "guard":
+        from ..guard.state import GuardState
+
+        return GuardState.create(config)
+    from ..session.state import SessionState
+
+    return SessionState.create(config)
 
 
 def _by_tag(classes: Iterable[type]) -> dict[str, type]:
@@ -231,7 +289,7 @@ def _by_tag(classes: Iterable[type]) -> dict[str, type]:
 
 def _value(number: int, where: str, data: object, classes: Mapping[str, type]) -> Any:
     if type(data) is not dict:
-        raise TraceError(f"line {number}: {where} must be an object, got {type(data).__name__}")
+        raise TraceError(f"line {number}: {where} must be an object, got {json_kind(data)}")
     kind = data.get("type")
     if type(kind) is not str:
         raise TraceError(f"line {number}: {where} has no \"type\" string")

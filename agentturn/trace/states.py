@@ -34,6 +34,8 @@ _FIELDS = {"format", "format_version", "library_version", "state"}
 
 def dump_state(state: SessionState) -> str:
     """A session state as one JSON object, without its guard (never persisted, SG-A12)."""
+    if type(state) is not SessionState:
+        raise TraceError(f"dump_state saves a SessionState, got {type(state).__name__}")
     data = converter().unstructure(state, SessionState)
     del data["guard"]
     return dumps({"format": _FORMAT, "format_version": FORMAT_VERSION,
@@ -58,6 +60,8 @@ def load_state(text: str, guard: GuardConfig | None = None) -> SessionState:
             or type(record.get("format_version")) is not int
             or record.get("format_version") != FORMAT_VERSION):
         raise TraceError("not a saved agentturn session state of a supported version")
+    if type(record.get("library_version")) is not str:
+        raise TraceError("the saved state: 'library_version' must be a string")
     unknown = sorted(set(record) - _FIELDS)
     if unknown:
         raise TraceError(f"the saved state: unknown field(s) {', '.join(map(repr, unknown))}")

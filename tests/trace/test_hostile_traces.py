@@ -203,14 +203,14 @@ def test_the_leaks_are_now_said_in_the_projects_words(tmp_path: pathlib.Path,
         said[case] = capsys.readouterr().err.strip()
     assert said["an unknown event"] == "rejected: line 2: event: unknown type 'NoSuchEvent'"
     assert said["an event that is a string"] == ("rejected: line 2: 'event' must be an object, "
-                                                 "got str")
+                                                 "got a string")
     assert said["an unterminated string"].startswith(
         "rejected: line 2: not JSON: an unterminated string that starts at column")
     assert said["a number for a text"] == ("rejected: line 2: event PromptSubmitted: text: "
                                            "must be a string, got an integer")
     assert said["a step without commands"] == ("rejected: line 2: the field 'commands' is "
                                                "missing")
-    assert "nests deeper than 64 levels" in said["deep nesting"]
+    assert "nests deeper than 72 levels" in said["deep nesting"]
     assert "more than 40 digits" in said["a huge integer"]
 
 
@@ -268,12 +268,26 @@ def saved() -> dict[str, object]:
     (lambda s: s.update(unknown_field=1), "unknown field"),
     (lambda s: s["turn"].update(turn_id=""), "has no turn.turn_id"),
     (lambda s: s.update(phase="draining"), "phase DRAINING has no drain_id"),
+    # found by an outsider: each made a later reduce raise AssertionError or FieldError
+    (lambda s: s["turn"].update(phase="ending", ending=None), "turn.phase ENDING has no "
+                                                               "turn.ending"),
+    (lambda s: s["deferred"].update(turns=[{"turn_id": "a1", "kind": "cron",
+                                            "source_id": "nightly"}]),
+     "deferred.turns holds \\['a1'\\] without its prompt"),
+    (lambda s: s["ring"].update(capacity=0), "ring.capacity and ring.pinned_capacity differ"),
 ])
 def test_a_saved_state_is_read_strictly_and_must_agree_with_itself(edit: object,
                                                                    said: str) -> None:
     record = saved()
     edit(record["state"])  # type: ignore[operator]
     with pytest.raises(trace.TraceError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        trace.load_state(json.dumps(record))
+
+
+def test_a_saved_state_names_its_library_version() -> None:
+    record = saved()
+    record["library_version"] = {"evil": [1, 2]}
+    with pytest.raises(trace.TraceError, match="'library_version' must be a string"):
         trace.load_state(json.dumps(record))
 
 
@@ -376,3 +390,135 @@ def test_diagram_without_a_part_lists_the_parts(capsys: pytest.CaptureFixture[st
 def test_a_clean_walk_says_no_rule_broken(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "explore", "--depth", "1", "--start", "new")
     assert code == 0 and "violations: no rule broken" in out and "0 unknown" not in out
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda line: line.replace('"records": [{"message_id": "m1", "text": "Fix the parser"}]',
+                               '"records": [7]'),
+     "records: must be an object (one of UserMessageRecord, ResponseRecord, ToolResultRecord), "
+     "got an integer"),
+    (lambda line: line.replace('"records": [{"message_id": "m1", "text": "Fix the parser"}]',
+                               '"records": [{}]'),
+     "records: its fields match none of UserMessageRecord, ResponseRecord, ToolResultRecord"),
+    (lambda line: line.replace('"event": {', '"event": null, "x": {'), "unknown field"),
+])
+def test_a_record_or_value_of_the_wrong_shape_is_named_not_leaked(
+        edit: object, said: str, tmp_path: pathlib.Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an outsider: cattrs' own words ("Couldn't disambiguate", "Only input mappings",
+    "'int' object has no attribute 'keys'") leaked for records of the wrong shape."""
+    lines = turn_trace()
+    lines[1] = edit(lines[1])  # type: ignore[operator]
+    code, _, err = run(capsys, "check", str(write(tmp_path / "t.jsonl", reseal(lines))))
+    assert code == 2 and said in err and err.count("\n") == 1, err
+
+
+def test_a_configuration_that_cannot_start_a_session_is_refused(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an outsider: ``ring_pinned: 1`` read as a SessionConfig but made
+    ``Session.create`` raise inside ``check`` (a traceback, exit 1); the configuration now
+    refuses it, and the reader starts the part's state before accepting a header."""
+    with pytest.raises(at.FieldError, match="ring_pinned must be an int >= 2"):
+        se.SessionConfig(chat_id="c", ring_pinned=1)
+    lines = list(trace.write_trace("session", se.SessionConfig(chat_id="c"), []))
+    lines[0] = lines[0].replace('"ring_pinned": 32', '"ring_pinned": 1')
+    code, _, err = run(capsys, "check", str(write(tmp_path / "t.jsonl", reseal(lines))))
+    assert code == 2 and err.strip() == ("rejected: line 1: config: SessionConfig.ring_pinned "
+                                         "must be an int >= 2")
+
+
+def test_every_value_an_event_accepts_fits_in_a_trace_line() -> None:
+    """Found by an outsider: a ``structured`` value 64 deep (the most an event takes) made a
+    line 66 deep, which the reader refused; the line's own structure has its headroom now."""
+    deep: object = "bottom"
+    for _ in range(63):
+        deep = [deep]
+    event = at.ToolFinished(call_id="c", output="o", structured={"deep": deep})
+    lines = list(trace.write_trace("guard", g.GuardConfig(), [(event, ())]))
+    assert trace.read_trace("\n".join(lines)).steps[0].event == event
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda: trace.step_line(1, None, ()), "NoneType is not an agentturn event"),  # type: ignore[arg-type]
+    (lambda: trace.step_line(1, at.StopPressed(), (None,)), "is not an agentturn command"),  # type: ignore[arg-type]
+    (lambda: trace.step_line(True, at.StopPressed(), ()), "a step number is an int from 1"),
+    (lambda: trace.dump_state(None), "dump_state saves a SessionState"),  # type: ignore[arg-type]
+    (lambda: trace.end_line([1]), "end_line takes the trace's lines as str"),  # type: ignore[list-item]
+])
+def test_the_writer_refuses_what_the_reader_would(call: object, said: str) -> None:
+    """Found by an outsider: the writer raised ``KeyError``/``AttributeError`` or wrote a line
+    the reader refuses."""
+    with pytest.raises(trace.TraceError, match=said):
+        call()  # type: ignore[operator]
+
+
+def test_a_configuration_a_converter_would_change_is_refused(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an outsider: ``stop_hook_cap: 0`` was read as 8 (the documented fallback for a
+    host's configuration), and a finish-reason table that normalizes to another was accepted:
+    a trace holds what the library wrote, so anything it would not write is refused."""
+    lines = list(trace.write_trace("session", se.SessionConfig(chat_id="c"), []))
+    for edit, said in (('"stop_hook_cap": 0', "stop_hook_cap: 0 would be read as 8"),
+                       ('"stop_hook_cap": -5', "stop_hook_cap: -5 would be read as 8")):
+        edited = [lines[0].replace('"stop_hook_cap": 8', edit), *lines[1:]]
+        code, _, err = run(capsys, "check", str(write(tmp_path / "t.jsonl", reseal(edited))))
+        assert code == 2 and said in err, err
+    turn = turn_trace()
+    turn[0] = turn[0].replace('"finish_reasons": []',
+                              '"finish_reasons": [[" END_TURN ", "length"], ["end_turn", "stop"]]')
+    code, _, err = run(capsys, "check", str(write(tmp_path / "u.jsonl", reseal(turn))))
+    assert code == 2 and "finish_reasons" in err and "would be read as" in err, err
+
+
+def test_a_closed_stderr_keeps_the_verdict(tmp_path: pathlib.Path) -> None:
+    """Found by an outsider: with stderr closed, a refused trace (2) or a differing one (1)
+    ended 0: the closed pipe now only silences the stream."""
+    import os
+
+    lines = turn_trace()
+    edited = write(tmp_path / "edited.jsonl", [*lines[:-2], lines[-2].replace("t1/p2", "x"),
+                                               lines[-1]])
+    read, written = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run([str(BIN), "check", str(edited)], stderr=written,
+                                stdout=subprocess.DEVNULL, check=False)
+    finally:
+        os.close(written)
+    assert result.returncode == 2
+
+
+def test_no_value_forges_an_output_line(tmp_path: pathlib.Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an outsider: a newline inside a library version or a tool name printed a fake
+    ``ok:`` line or a fake numbered step; values are printed on one line now."""
+    lines = turn_trace()
+    lines[0] = lines[0].replace('"library_version": "0.1.0"',
+                                '"library_version": "0.1.0)\\nok: the 999 steps are fine (9"')
+    code, out, _ = run(capsys, "check", str(write(tmp_path / "t.jsonl", reseal(lines))))
+    assert code == 0 and out.count("\n") == 1 and "\\nok: the 999" in out
+    code, out, _ = run(capsys, "explain", str(tmp_path / "t.jsonl"))
+    assert code == 0 and not any(line.startswith("ok:") for line in out.splitlines())
+    code, _, err = run(capsys, "check", str(tmp_path / "bad\nname"))
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path: pathlib.Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "check", str(fifo))
+    assert code == 2 and "not a regular file" in err
+
+
+@pytest.mark.parametrize("text", ["1_0", "+1", "\u0661", " 3"])
+def test_numbers_are_plain_digits(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "explore", "--depth", text)
+    assert code == 2 and "is not a whole number" in err and err.count("\n") == 1
+
+
+def test_an_empty_trace_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "demo", "--trace", "")
+    assert code == 2 and err.strip() == "a trace path must not be empty"
