@@ -226,10 +226,12 @@ def test_unreadable_files_are_exit_2_in_one_line(tmp_path: pathlib.Path,
         assert code == 2 and said in err and err.count("\n") == 1, err
 
 
-def test_the_commands_survive_a_closed_pipe() -> None:
-    """``agentturn demo | head -2`` (and diagram, explore) ends quietly with the command's own
-    code: no ``BrokenPipeError`` traceback."""
-    for argv in (["demo"], ["diagram", "session"], ["explore", "--depth", "2", "--start", "new"]):
+def test_the_commands_survive_a_closed_pipe(tmp_path: pathlib.Path) -> None:
+    """``agentturn demo | head -2`` (and diagram, explain, explore) ends quietly with the
+    command's own code: no ``BrokenPipeError`` traceback."""
+    story = write(tmp_path / "t.jsonl", turn_trace())
+    for argv in (["demo"], ["diagram", "session"], ["explain", str(story)],
+                 ["explore", "--depth", "2", "--start", "new"]):
         process = subprocess.run(f"'{BIN}' {' '.join(argv)} | head -2", shell=True,
                                  capture_output=True, text=True, check=False,
                                  executable="/bin/bash")
