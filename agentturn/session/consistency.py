@@ -9,7 +9,8 @@ inside a step. :func:`inconsistencies` lists what the reducers never produce: an
 calls it indexes, a phase that waits on an id the state does not hold, a counter below zero,
 an id twice where ids are distinct, a bounded memory over its bound, the ring's sequence numbers
 out of order. Each message names the field. The checks are the reducers' own invariants, so
-every state the explorer reaches passes them (a test walks them).
+every state the explorer reaches passes them (the explorer checks them on every state it
+reaches, beside the rules only a run can break).
 """
 
 from __future__ import annotations
@@ -40,9 +41,13 @@ def _turn(turn: TurnState) -> list[str]:
     for name in ("request_seq", "persist_seq"):
         if getattr(turn, name) < 0:
             found.append(f"turn.{name} is negative")
+    if turn.tool_in_flight and turn.phase not in (T.RUNNING_TOOL, T.ENDING):
+        found.append(f"turn.tool_in_flight in turn.phase {turn.phase.name}")
     if turn.phase in SAVING_PHASES and not turn.persisting:
         found.append(f"turn.phase {turn.phase.name} waits on a write, but turn.persisting is "
                      "false")
+    if turn.persisting and turn.phase not in (*SAVING_PHASES, T.ENDING):
+        found.append(f"turn.persisting in turn.phase {turn.phase.name}")
     if turn.phase is T.ENDING and turn.ending is None:
         found.append("turn.phase ENDING has no turn.ending")
     if turn.phase is not T.IDLE and not turn.turn_id:
@@ -82,6 +87,8 @@ def inconsistencies(state: SessionState) -> tuple[str, ...]:
     if held - prompts:
         found.append(f"deferred.turns holds {sorted(held - prompts)!r} without its prompt in "
                      "deferred_prompts")
+    if prompts - held:
+        found.append(f"deferred_prompts holds {sorted(prompts - held)!r} for no held turn")
     ring = state.ring
     if (ring.capacity, ring.pinned_capacity) != (state.config.ring_capacity,
                                                  state.config.ring_pinned):
