@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE_BYTES", "MAX_LINE_DEPTH", "json_problem",
-           "parse_line"]
+           "over_line_limit", "parse_line"]
 
 #: How deep arrays and objects may nest in a field's value.
 MAX_DEPTH = 64
@@ -112,10 +112,16 @@ def _decoder() -> Any:
                             object_pairs_hook=_object)
 
 
+def over_line_limit(line: str) -> bool:
+    """Whether ``line`` is longer than :data:`MAX_LINE_BYTES` in UTF-8 (a line of at most a
+    quarter as many characters cannot be, so most lines are not encoded to tell)."""
+    return len(line) > MAX_LINE_BYTES // 4 and len(line.encode("utf-8", "surrogatepass")) > (
+        MAX_LINE_BYTES)
+
+
 def parse_line(line: str) -> Any:
     """One line of JSON, within the limits above; ``ValueError`` says what is wrong."""
-    if len(line) > MAX_LINE_BYTES // 4 and len(line.encode("utf-8", "surrogatepass")) > (
-            MAX_LINE_BYTES):
+    if over_line_limit(line):
         raise ValueError(f"the line is longer than {MAX_LINE_BYTES} bytes")
     import json
 

@@ -29,7 +29,7 @@ import attrs
 
 from .. import __version__
 from .._base import Command, Event
-from .._json import MAX_LINE_BYTES, parse_line
+from .._json import MAX_LINE_BYTES, over_line_limit, parse_line
 from ..guard.state import GuardConfig
 from ..registry import command_types, event_types, tag
 from ..session.state import SessionConfig
@@ -103,7 +103,7 @@ def step_line(number: int, event: Event, commands: Iterable[Command]) -> str:
                              "command")
     line = dumps({"step": number, "event": _tagged(event, events_union()),
                   "commands": [_tagged(c, commands_union()) for c in done]})
-    if len(line) > MAX_LINE_BYTES // 4 and len(line.encode("utf-8")) > MAX_LINE_BYTES:
+    if over_line_limit(line):
         raise TraceError(f"step {number} is longer than {MAX_LINE_BYTES} bytes, the most a "
                          "trace line may hold")
     return line
