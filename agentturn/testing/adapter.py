@@ -33,7 +33,8 @@ from .._base import Command, Event
 from ..records import ToolCall
 from ..session import vocabulary as sv
 
-__all__ = ["Adapter", "EngineResponse", "ReferenceAdapter", "WorldLike"]
+__all__ = ["Adapter", "EngineResponse", "ReferenceAdapter", "WorldLike", "hooks_do_not_block",
+           "nothing_held"]
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +46,16 @@ class EngineResponse:
     calls: tuple[ToolCall, ...]
     #: The host's stream normalizer could not parse the tool calls (TL-6).
     malformed_tool_format: bool = False
+
+
+def nothing_held(command: sv.DrainMidTurnQueue) -> Event:
+    """The plainest drain reply: the client holds no mid-turn message and no queued prompt."""
+    return sv.MidTurnDrained(drain_id=command.drain_id)
+
+
+def hooks_do_not_block(command: sv.RunStopHooks) -> Event:
+    """The plainest Stop-hook verdict: no hook blocks."""
+    return sv.StopHookDecided(run_id=command.run_id, block=False)
 
 
 class WorldLike(Protocol):

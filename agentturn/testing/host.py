@@ -40,7 +40,7 @@ from ..session import vocabulary as sv
 from ..session.ring import EntryKind, RingEntry
 from ..session.state import SessionConfig, SessionState
 from ..turn.state import TurnState
-from .adapter import EngineResponse, ReferenceAdapter
+from .adapter import EngineResponse, ReferenceAdapter, hooks_do_not_block, nothing_held
 
 __all__ = ["ScriptedHost", "say"]
 
@@ -50,14 +50,6 @@ def say(text: str, *calls: ToolCall, finish_reason: str | None = None) -> dict[s
     and ``end_turn`` otherwise (or ``finish_reason``, raw, as an engine sends it)."""
     reason = finish_reason or ("tool_use" if calls else "end_turn")
     return {"text": text, "finish_reason": reason, "tool_calls": calls}
-
-
-def _no_queue(command: sv.DrainMidTurnQueue) -> Event | None:
-    return sv.MidTurnDrained(drain_id=command.drain_id)
-
-
-def _no_block(command: sv.RunStopHooks) -> Event | None:
-    return sv.StopHookDecided(run_id=command.run_id, block=False)
 
 
 class ScriptedHost:
@@ -78,9 +70,9 @@ class ScriptedHost:
         self.tool_results: dict[str, dict[str, Any]] = {}
         self.title_text = "T"
         #: The client's drain reply to each drain (``None``: it does not answer yet).
-        self.drain: Callable[[sv.DrainMidTurnQueue], Event | None] = _no_queue
+        self.drain: Callable[[sv.DrainMidTurnQueue], Event | None] = nothing_held
         #: The Stop hooks' verdict on each run (``None``: not decided yet).
-        self.hooks: Callable[[sv.RunStopHooks], Event | None] = _no_block
+        self.hooks: Callable[[sv.RunStopHooks], Event | None] = hooks_do_not_block
         #: Every event in and command out, in order: ``("event", e)`` and ``("command", c)``.
         self.log: list[tuple[str, Any]] = []
         #: Each step as the ``(event, commands)`` pair a trace records.

@@ -48,7 +48,7 @@ from ..session import vocabulary as sv
 from ..session.reducer import reduce
 from ..session.state import SessionConfig, SessionState
 from ..turn.state import TurnConfig
-from .adapter import Adapter, EngineResponse, ReferenceAdapter
+from .adapter import Adapter, EngineResponse, ReferenceAdapter, hooks_do_not_block, nothing_held
 
 __all__ = ["SessionSpec", "World"]
 
@@ -130,11 +130,11 @@ class World:
 
     def drain(self, command: sv.DrainMidTurnQueue) -> Event:
         """The client's drain reply: nothing held, no queued prompt."""
-        return sv.MidTurnDrained(drain_id=command.drain_id)
+        return nothing_held(command)
 
     def hooks(self, command: sv.RunStopHooks) -> Event:
         """The Stop hooks do not block."""
-        return sv.StopHookDecided(run_id=command.run_id, block=False)
+        return hooks_do_not_block(command)
 
 
 _MOVES = ("deliver",) * 8 + ("prompt",) * 2 + ("lead",) * 2 + ("timer",) * 2 + ("stop",)
