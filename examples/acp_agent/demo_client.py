@@ -30,6 +30,7 @@ from acp.schema import (
 )
 
 AGENT = pathlib.Path(__file__).resolve().parent / "agent.py"
+STATE_FOLDER = ".agent-state"
 
 
 def _line(update: Any) -> str:
@@ -73,10 +74,17 @@ class Printer:
 
 
 async def main() -> None:
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="agentturn-acp-demo-"))
+    # The agent's work folder lives as long as the demo: nothing is left in the temp folder.
+    with tempfile.TemporaryDirectory(prefix="agentturn-acp-demo-") as scratch:
+        await _run(pathlib.Path(scratch))
+
+
+async def _run(folder: pathlib.Path) -> None:
     printer = Printer()
-    async with acp.spawn_agent_process(cast(Client, printer), sys.executable,
-                                       str(AGENT)) as (conn, _process):
+    # The agent saves its sessions (for session/load) in the demo's folder, not in ~/.local.
+    state = {"AGENTTURN_ACP_STATE_DIR": str(folder / STATE_FOLDER)}
+    async with acp.spawn_agent_process(cast(Client, printer), sys.executable, str(AGENT),
+                                       env=state) as (conn, _process):
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         for text, lead in (("write notes.txt", None),
                            ("write big.txt slowly", "also add a docstring"),
@@ -93,7 +101,8 @@ async def main() -> None:
                 print(f"> _agentturn/lead {lead!r}  < {reply}")
             response = await turn
             print(f"  < stopReason {response.stop_reason!r}\n")
-    print(f"files in {folder}: {sorted(p.name for p in folder.iterdir())}")
+    written = sorted(p.name for p in folder.iterdir() if p.name != STATE_FOLDER)
+    print(f"files in {folder}: {written}")
 
 
 if __name__ == "__main__":

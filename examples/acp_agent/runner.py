@@ -14,15 +14,22 @@ What the client sees goes through one :class:`Outbox`, sent in the order the ses
 it, so a permission request follows the tool call it is about and a prompt's response is sent
 only after everything its turn produced.
 
+What the session persists goes to a :class:`store.SessionStore` as well as to the in-memory
+transcript, with every message chunk the client was sent and the title; after every step the
+last idle state is saved with the id counters. :meth:`SessionRunner.replay` sends that log back to a
+client as ``session/update`` notifications (``session/load``); a runner made from a saved
+session (:meth:`SessionRunner.restored`) starts from the saved state with a new guard.
+
 Rules this module keeps: every decision is the session's (the runner only answers what it is
-asked, with what it has); a permission request that is cancelled, fails, or answers with an
-option never offered is a cancel, never an allow; a dismissed request is no longer awaited.
+asked, with what it has); a permission answer is an allow only when the client chose the allow
+option, a cancel only when the client answered ``cancelled`` (or the session dismissed the
+dialog), and a deny otherwise (a failed request, an answer that does not read), logged with what
+came; a dismissed request is no longer awaited.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import pathlib
@@ -34,6 +41,7 @@ import acp
 import scripted_model as model
 import tools
 import wire
+from store import SavedSession, SessionStore
 
 import agentturn as at
 from agentturn import guard
@@ -77,6 +85,13 @@ class Outbox:
                 self._queue.task_done()
 
 
+def _brief(error: Exception) -> str:
+    """An exception in a few words for a log line (a JSON-RPC error's code and message)."""
+    if isinstance(error, acp.RequestError):
+        return f"JSON-RPC error {error.code}: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
 def _title_of(text: str) -> str:
     words = text.split()[:6]
     return " ".join(words).capitalize() if words else "New chat"
@@ -86,14 +101,18 @@ class SessionRunner:
     """One ACP session: its agentturn session, and the effects the session asks for."""
 
     def __init__(self, session_id: str, folder: pathlib.Path, conn: acp.Client,
-                 outbox: Outbox) -> None:
+                 outbox: Outbox, store: SessionStore,
+                 saved: SavedSession | None = None) -> None:
         self.session_id = session_id
-        #: Where the tools write.
+        #: Where the tools write (absolute).
         self.folder = folder
-        self.state = se.Session.create(se.SessionConfig(
+        self.state = saved.state if saved is not None else se.Session.create(se.SessionConfig(
             chat_id=session_id,
             guard=guard.GuardConfig(todo_stop_guard=True, daemon=True),
             stop_hooks=False))
+        self._store = store
+        #: The state as of the last step that left the session idle: what is saved.
+        self._idle_state = self.state
         #: The in-memory transcript: every record the session had persisted, in order.
         self.transcript: list[at.Record] = []
         self._conn = conn
@@ -101,10 +120,12 @@ class SessionRunner:
         self._answers: deque[at.Event] = deque()
         self._announce: list[at.ToolCall] = []
         self._busy = False
-        self._numbers = itertools.count(1)
-        self._call_numbers = itertools.count(1)
+        self._next_turn = saved.next_turn if saved is not None else 1
+        self._next_call = saved.next_call if saved is not None else 1
         self._turns: dict[str, asyncio.Future[at.TurnOutcome]] = {}
-        self._prompts: dict[str, str] = {}
+        self._prompts: dict[str, str] = dict(saved.prompts) if saved is not None else {}
+        self._continued: set[str] = set()
+        self._permission_notes: dict[str, str] = {}
         self._rounds: dict[str, int] = {}
         self._last_user_text = ""
         self._results: list[tuple[str, str]] = []
@@ -117,12 +138,34 @@ class SessionRunner:
         self._dismissed: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        if saved is None:
+            self._save()
+
+    @classmethod
+    def restored(cls, session_id: str, folder: pathlib.Path, conn: acp.Client, outbox: Outbox,
+                 store: SessionStore) -> SessionRunner:
+        """The session ``session_id`` as it was saved, with a new guard (trust cleared, as after
+        any restart: SG-A12); ``folder`` is where it works from now on."""
+        return cls(session_id, folder, conn, outbox, store, store.load(session_id))
+
+    def move_to(self, folder: pathlib.Path) -> None:
+        """The session works in ``folder`` from now on; a change of folder clears the guard's
+        trust (SG-A12: a successful working-directory change)."""
+        if folder != self.folder:
+            self.folder = folder
+            self.step(se.LifecycleChanged(
+                kind=guard.TrustClearingKind.WORKING_DIRECTORY_CHANGED))
+
+    def replay(self) -> None:
+        """Send the saved conversation as ``session/update`` notifications (``session/load``)."""
+        for update in wire.replayed(self._store.log(self.session_id), self.folder):
+            self._send(update)
 
     # --- what the client asks ---------------------------------------------------------------
 
     async def prompt(self, text: str) -> at.TurnOutcome:
         """Run ``text`` as a turn (queued in the session's FIFO if one runs); its outcome."""
-        number = next(self._numbers)
+        number, self._next_turn = self._next_turn, self._next_turn + 1
         turn_id, message_id = f"t{number}", f"m{number}"
         future: asyncio.Future[at.TurnOutcome] = asyncio.get_running_loop().create_future()
         self._turns[turn_id] = future
@@ -132,6 +175,22 @@ class SessionRunner:
                 self.step(at.PromptSubmitted(turn_id=turn_id, message_id=message_id, text=text))
             else:
                 self.step(se.PromptQueued(prompt_id=turn_id, message_id=message_id, text=text))
+            return await future
+        finally:
+            self._turns.pop(turn_id, None)
+
+    async def continue_turn(self) -> at.TurnOutcome:
+        """Continue the turn that ended with a resumable error (``ContinueTurn``, TL-11); its
+        outcome. Raises ``LookupError`` when there is none to continue."""
+        turn_id = self.state.turn.turn_id
+        if self.state.turn.resume_phase is None or not turn_id:
+            raise LookupError("no turn to continue: the last turn did not end with a "
+                                   "resumable error, or it was withdrawn")
+        future: asyncio.Future[at.TurnOutcome] = asyncio.get_running_loop().create_future()
+        self._turns[turn_id] = future
+        self._continued.add(turn_id)
+        try:
+            self.step(at.ContinueTurn(turn_id=turn_id))
             return await future
         finally:
             self._turns.pop(turn_id, None)
@@ -174,9 +233,33 @@ class SessionRunner:
                     log.exception("the session refused the agent's answer %r", answer)
                     continue
                 self._carry_out_all(answer, more)
+            if self.state.phase is se.SessionPhase.IDLE:
+                self._idle_state = self.state
+            self._save()
         finally:
             self._busy = False
         return commands
+
+    def _save(self) -> None:
+        """The last idle state and the id counters to disk (the counters as they are now, so
+        an agent killed mid-turn never hands out that turn's ids again); a failure is logged
+        (the live session goes on)."""
+        idle = self._idle_state
+        resumable = idle.turn.turn_id if idle.turn.resume_phase is not None else None
+        try:
+            self._store.save(self.session_id, SavedSession(
+                cwd=str(self.folder), state=idle, next_turn=self._next_turn,
+                next_call=self._next_call,
+                prompts={turn_id: text for turn_id, text in self._prompts.items()
+                         if turn_id == resumable}))
+        except OSError:
+            log.exception("saving session %s failed", self.session_id)
+
+    def _log(self, line: Any) -> None:
+        try:
+            self._store.append(self.session_id, line)
+        except OSError:
+            log.exception("writing the log of session %s failed", self.session_id)
 
     def _carry_out_all(self, event: at.Event, commands: tuple[at.Command, ...]) -> None:
         log.debug("%s -> %s", event, commands)
@@ -188,7 +271,7 @@ class SessionRunner:
         """A saved response's calls go out after the response's text, which the session
         publishes right after the save, in the same step; always before their own updates."""
         for call in self._announce:
-            self._send(wire.tool_call_started(call))
+            self._send(wire.tool_call_started(call, self.folder))
         self._announce.clear()
 
     def _answer(self, event: at.Event) -> None:
@@ -255,8 +338,11 @@ class SessionRunner:
             case se.Publish():
                 chunk = wire.published(command.entry)
                 if chunk is not None:
+                    text = getattr(chunk.content, "text", "")
+                    self._log((chunk.message_id or "", text, chunk.field_meta))
                     self._send(chunk)
             case at.SetTitle():
+                self._log(command.title)
                 self._send(wire.title(command.title))
             case at.DismissPermission():
                 self._dismiss(command.call_id)
@@ -292,6 +378,7 @@ class SessionRunner:
     def _keep(self, record: at.Record) -> None:
         """Persist and SaveLead: the transcript; a response's calls and a result's end go out."""
         self.transcript.append(record)
+        self._log(record)
         if isinstance(record, at.UserMessageRecord):
             self._last_user_text = record.text
         elif isinstance(record, at.ResponseRecord):
@@ -299,7 +386,9 @@ class SessionRunner:
         else:
             self._results.append((record.name, record.status.value))
             self._announce_calls()
-            self._send(wire.tool_call_ended(record, failed=record.call_id in self._failed_calls))
+            self._send(wire.tool_call_ended(record, failed=record.call_id in self._failed_calls,
+                                            permission=self._permission_notes.pop(
+                                                record.call_id, None)))
 
     def _model(self, request: at.RequestModelStream) -> None:
         """The scripted model: it answers at once, from what it was given."""
@@ -310,13 +399,18 @@ class SessionRunner:
             leads=tuple(self._lead_texts[lead_id] for lead_id in request.lead_ids
                         if lead_id in self._lead_texts),
             after_guard_prompt=guard.is_guard_prompt(self._last_user_text),
-            results=tuple(self._results)))
+            results=tuple(self._results), continued=turn_id in self._continued))
         self._results.clear()
-        calls = tuple(at.ToolCall(call_id=f"call-{next(self._call_numbers)}", name=call.name,
+        self._answers.append(at.StreamOpened(request_id=request.request_id))
+        if reply.failure is not None:
+            self._answers.append(at.StreamFailed(request_id=request.request_id,
+                                                 error=reply.failure, network=True))
+            return
+        first, self._next_call = self._next_call, self._next_call + len(reply.calls)
+        calls = tuple(at.ToolCall(call_id=f"call-{first + index}", name=call.name,
                                   arguments=json.dumps(call.arguments),
                                   needs_permission=call.needs_permission)
-                      for call in reply.calls)
-        self._answers.append(at.StreamOpened(request_id=request.request_id))
+                      for index, call in enumerate(reply.calls))
         self._answers.append(at.StreamCompleted(request_id=request.request_id, text=reply.text,
                                                 finish_reason=reply.finish_reason,
                                                 tool_calls=calls))
@@ -341,13 +435,18 @@ class SessionRunner:
     async def _ask(self, call: at.ToolCall) -> None:
         try:
             response = await self._conn.request_permission(
-                session_id=self.session_id, tool_call=wire.permission_subject(call),
+                session_id=self.session_id, tool_call=wire.permission_subject(call, self.folder),
                 options=list(wire.PERMISSION_OPTIONS))
-            decision = wire.decision_of(response)
-        except Exception as error:  # a failed request is never an allow (TL-3, BR-4)
-            log.warning("permission request for %s failed: %s", call.call_id, error)
-            decision = at.PermissionDecision.CANCEL
+            decision, why = wire.decision_of(response)
+        except Exception as error:
+            # Never an allow (TL-3, BR-4); and no session/cancel came, so not a cancel either:
+            # the model is told the call was not permitted and the turn goes on.
+            decision = at.PermissionDecision.DENY
+            why = f"the permission request failed ({_brief(error)}): denied"
         self._asking.pop(call.call_id, None)
+        if decision is not at.PermissionDecision.ALLOW:
+            self._permission_notes[call.call_id] = why
+            log.warning("permission for %s (%s): %s", call.call_id, call.name, why)
         self._answer(at.PermissionDecided(call_id=call.call_id, decision=decision))
 
     def _dismiss(self, call_id: str) -> None:
@@ -359,7 +458,9 @@ class SessionRunner:
 
     def _turn_ended(self, end: at.EndTurn) -> None:
         self._rounds.pop(end.turn_id, None)
-        self._prompts.pop(end.turn_id, None)
+        self._continued.discard(end.turn_id)
+        if not end.outcome.resumable:  # a resumable turn's prompt is kept for its continuation
+            self._prompts.pop(end.turn_id, None)
         self._results.clear()
         future = self._turns.get(end.turn_id)
         if future is not None and not future.done():

@@ -8,11 +8,16 @@ checked in this order:
 
 =================  ============================================================================
 ``todo``           writes a todo list with one item left in progress, then stops: the session's
-                   todo stop guard continues twice, then reports exhaustion
-``slowly``         writes ``big.txt`` in chunks (about 0.6 s) and then runs the tests; a Lead
-                   typed meanwhile is answered in the next reply
+                   todo stop guard continues twice, then reports exhaustion (with ``flaky``
+                   too, the request after the todo list fails with a network error until the
+                   turn is continued)
+``slowly``         writes ``big.txt`` in chunks (about 0.6 s; ``over N seconds`` in the prompt:
+                   N seconds, at most 60) and then runs the tests; a Lead typed meanwhile is
+                   answered in the next reply
 ``max tokens``     a reply cut at the output limit, with a tool call that must never run
 ``refuse``         a reply withheld by the engine's safety filter
+``flaky``          the first request of the turn fails with a network error (the turn ends with
+                   a resumable error); once the turn is continued, a plain answer
 ``write``          writes a file (the first ``name.ext`` in the prompt, else ``notes.txt``) after
                    asking permission, then says whether it was written
 anything else      a plain answer
@@ -34,6 +39,7 @@ from typing import Any
 __all__ = [
     "BIG_FILE",
     "BIG_FILE_CHUNKS",
+    "MAX_WRITE_SECONDS",
     "PLAIN_PREFIX",
     "TODOS",
     "Call",
@@ -58,6 +64,9 @@ TODOS: tuple[dict[str, str], ...] = (
 )
 
 _FILE_NAME = re.compile(r"[\w-]+\.[A-Za-z0-9]+")
+_SECONDS = re.compile(r"over (\d{1,3}(?:\.\d+)?) seconds?")
+#: The longest a paced ``slowly`` write takes.
+MAX_WRITE_SECONDS = 60.0
 
 
 class Scenario(enum.Enum):
@@ -71,6 +80,8 @@ class Scenario(enum.Enum):
     MAX_TOKENS = "max tokens"
     #: Withheld by the safety filter.
     REFUSE = "refuse"
+    #: A network error until the turn is continued.
+    FLAKY = "flaky"
     #: A file write that needs permission.
     WRITE = "write"
     #: A plain answer.
@@ -93,6 +104,8 @@ class Reply:
     text: str
     finish_reason: str = "end_turn"
     calls: tuple[Call, ...] = ()
+    #: The request fails with this network error instead (no response at all).
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,13 +122,15 @@ class Context:
     after_guard_prompt: bool = False
     #: (tool name, result status) of each tool result since the last response.
     results: tuple[tuple[str, str], ...] = field(default=())
+    #: The user asked to continue this turn after it ended with a resumable error.
+    continued: bool = False
 
 
 def scenario_of(prompt: str) -> Scenario:
     """The scenario a prompt selects (keywords checked in the documented order)."""
     text = prompt.lower()
     for scenario in (Scenario.TODO, Scenario.SLOW_WRITE, Scenario.MAX_TOKENS, Scenario.REFUSE,
-                     Scenario.WRITE):
+                     Scenario.FLAKY, Scenario.WRITE):
         if scenario.value in text:
             return scenario
     return Scenario.PLAIN
@@ -131,6 +146,14 @@ def written_content(prompt: str) -> str:
     return f"Written by the agentturn ACP example for: {prompt.strip()}\n"
 
 
+def _pace(prompt: str) -> dict[str, float]:
+    """``over N seconds`` in the prompt: the chunked write's delay between chunks."""
+    match = _SECONDS.search(prompt)
+    if match is None:
+        return {}
+    return {"delay": min(float(match.group(1)), MAX_WRITE_SECONDS) / BIG_FILE_CHUNKS}
+
+
 def _target(prompt: str) -> str:
     match = _FILE_NAME.search(prompt)
     return match.group(0) if match else "notes.txt"
@@ -143,9 +166,14 @@ def respond(context: Context) -> Reply:
     scenario = scenario_of(context.prompt)
     first = context.round == 1
     if scenario is Scenario.TODO:
-        if first:
+        flaky = Scenario.FLAKY.value in context.prompt.lower()
+        if flaky and context.continued:
+            pass  # the todo list was written before the error: go on from there
+        elif first:
             return Reply(text="I'll track this with a todo list.", finish_reason="tool_use",
                          calls=(Call("todo_write", {"todos": [dict(t) for t in TODOS]}),))
+        if flaky and not context.continued:
+            return Reply(text="", failure="connection reset by the scripted engine")
         if context.after_guard_prompt:
             return Reply(text="Still working on the parser; stopping for now.")
         return Reply(text="The tokenizer is ported; I'll stop here.")
@@ -154,7 +182,8 @@ def respond(context: Context) -> Reply:
             return Reply(text=f"Writing {BIG_FILE}, then running the tests.",
                          finish_reason="tool_use", calls=(
                              Call("write_file", {"path": BIG_FILE, "content": big_file_content(),
-                                                 "chunks": BIG_FILE_CHUNKS}),
+                                                 "chunks": BIG_FILE_CHUNKS,
+                                                 **_pace(context.prompt)}),
                              Call("run_tests", {})))
         return Reply(text=f"{BIG_FILE} is written and the tests pass.")
     if scenario is Scenario.MAX_TOKENS:
@@ -162,6 +191,10 @@ def respond(context: Context) -> Reply:
                      calls=(Call("write_file", {"path": "never.txt", "content": "x"}),))
     if scenario is Scenario.REFUSE:
         return Reply(text="", finish_reason="content_filter")
+    if scenario is Scenario.FLAKY:
+        if not context.continued:
+            return Reply(text="", failure="connection reset by the scripted engine")
+        return Reply(text="Continued after the network error: " + context.prompt.strip())
     if scenario is Scenario.WRITE:
         path = _target(context.prompt)
         if first:

@@ -4,11 +4,11 @@ Theory of operation
 -------------------
 Each tool is a coroutine that returns a :class:`Result`; the agent turns it into the session's
 ``ToolFinished``. A file write never leaves a half-written file: the content goes to a temporary
-file beside the target (in ``chunks`` pieces, one every :data:`CHUNK_DELAY` seconds, so a long
-write takes a while) and is renamed over the target at the end. Only ``stop`` (set when the
-session sends ``CancelTool`` after Stop) ends a write early, and then nothing is written; a Lead
-never sets it (LD-10). Paths must stay inside the folder; anything else is a tool error the model
-reads, not an exception.
+file beside the target (in ``chunks`` pieces, one every ``delay`` seconds, by default
+:data:`CHUNK_DELAY`, so a long write takes a while) and is renamed over the target at the end.
+Only ``stop`` (set when the session sends ``CancelTool`` after Stop) ends a write early, and
+then nothing is written; a Lead never sets it (LD-10). Paths must stay inside the folder;
+anything else is a tool error the model reads, not an exception.
 
 ``todo_write`` returns the todo list as the structured envelope the session hands to the todo
 stop guard (``{"type": "todo_list", "todos": [...]}``).
@@ -23,10 +23,12 @@ import pathlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHUNK_DELAY", "Result", "run_tool"]
+__all__ = ["CHUNK_DELAY", "MAX_CHUNK_DELAY", "Result", "run_tool"]
 
-#: Seconds between two chunks of a chunked write.
+#: Seconds between two chunks of a chunked write (the call's ``delay`` argument, if any, within
+#: :data:`MAX_CHUNK_DELAY`).
 CHUNK_DELAY = 0.03
+MAX_CHUNK_DELAY = 3.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ async def _write_file(root: pathlib.Path, arguments: dict[str, Any],
                       error=True)
     chunks = arguments.get("chunks", 1)
     chunks = chunks if type(chunks) is int and chunks > 1 else 1
+    delay = arguments.get("delay", CHUNK_DELAY)
+    delay = min(float(delay), MAX_CHUNK_DELAY) if type(delay) in (int, float) and delay > 0 else (
+        CHUNK_DELAY)
     size = -(-len(content) // chunks)
     partial = target.with_name(f".{target.name}.partial")
     stopped = False
@@ -69,7 +74,7 @@ async def _write_file(root: pathlib.Path, arguments: dict[str, Any],
                 handle.write(content[start:start + size])
                 handle.flush()
                 if chunks > 1:
-                    await asyncio.sleep(CHUNK_DELAY)
+                    await asyncio.sleep(delay)
         if not stopped:
             os.replace(partial, target)
     except OSError as error:

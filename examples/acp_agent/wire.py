@@ -8,9 +8,21 @@ ordinary model text carries no ``_meta``; a guard continuation and the exhaustio
 exactly the ring entry's metadata (``source: 'todo_stop_guard'``, ``qwenDiscreteMessage: true``,
 the attempt counts), so a client keeps each as its own message (OB-2, OB-3, OB-6).
 
+Every ``agent_message_chunk`` carries the ``messageId`` of the ring entry it publishes: the
+chunks of one model response share it, and each guard continuation and the exhaustion message
+have their own, so a client that treats ``_meta`` as opaque still keeps them apart (ACP's
+``ContentChunk.messageId``: "a change in messageId indicates a new message has started").
+Tool-call ``locations`` are absolute paths, resolved against the session's folder.
+
 :func:`decision_of` reads a permission answer: only an option the agent offered as an allow is
-an allow; a rejection is a deny; the client's ``cancelled`` outcome, an option the agent never
-offered, and (in the caller) a failed request are a cancel, never an allow (TL-3, BR-4).
+an allow; a rejection is a deny; the client's ``cancelled`` outcome is a cancel (the client
+sends it when the turn was cancelled). An answer that does not read (an option the agent never
+offered) is a deny, never an allow and never a cancel, with a reason that says what came; the
+caller treats a failed request the same way (TL-3, BR-4).
+
+:func:`replayed` turns a session's saved log (:mod:`store`) back into the updates a client saw,
+for ``session/load``. A tool that ran but reported an error replays as ``completed`` (its record
+says only that it was executed).
 
 :func:`prompt_response` maps the turn's one typed outcome to the prompt's stop reason (the table
 in README.md); outcomes that are errors become a JSON-RPC error carrying the outcome.
@@ -19,7 +31,8 @@ in README.md); outcomes that are errors become a JSON-RPC error carrying the out
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import pathlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -28,6 +41,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AllowedOutcome,
+    DeniedOutcome,
     PermissionOption,
     PermissionOptionKind,
     PlanEntry,
@@ -41,9 +55,11 @@ from acp.schema import (
     ToolCallStart,
     ToolCallUpdate,
     ToolKind,
+    UserMessageChunk,
 )
 
 import agentturn as at
+from agentturn import guard
 from agentturn import session as se
 
 __all__ = [
@@ -51,14 +67,17 @@ __all__ = [
     "PERMISSION_OPTIONS",
     "STOP_REASONS",
     "decision_of",
+    "message_chunk",
     "permission_subject",
     "plan",
     "prompt_response",
     "published",
+    "replayed",
     "title",
     "tool_call_ended",
     "tool_call_running",
     "tool_call_started",
+    "user_message",
 ]
 
 #: The ``_meta`` key under which this agent adds its own facts (the typed outcome of a turn).
@@ -98,13 +117,26 @@ def published(entry: se.RingEntry) -> AgentMessageChunk | None:
     """The ``agent_message_chunk`` of a published ring entry; ``None`` for a turn's end and
     notices (the prompt response carries the end)."""
     if entry.kind is se.EntryKind.MESSAGE_CHUNK:
-        return AgentMessageChunk(session_update="agent_message_chunk",
-                                 content=text_block(entry.text))
+        return message_chunk(entry.message_id, entry.text, None)
     if entry.kind in (se.EntryKind.GUARD_CHUNK, se.EntryKind.GUARD_EXHAUSTED):
         meta = entry.meta.as_dict() if entry.meta is not None else None
-        return AgentMessageChunk(session_update="agent_message_chunk",
-                                 content=text_block(entry.text), field_meta=meta)
+        # The ring's guard entries share the turn's id; on the wire each is its own message.
+        return message_chunk(f"{entry.message_id}/guard-{entry.seq}", entry.text, meta)
     return None
+
+
+def message_chunk(message_id: str, text: str,
+                  meta: Mapping[str, Any] | None) -> AgentMessageChunk:
+    """One ``agent_message_chunk`` (live, or replayed by ``session/load``)."""
+    return AgentMessageChunk(session_update="agent_message_chunk", content=text_block(text),
+                             message_id=message_id,
+                             field_meta=dict(meta) if meta is not None else None)
+
+
+def user_message(record: at.UserMessageRecord) -> UserMessageChunk:
+    """A saved user message, replayed by ``session/load``."""
+    return UserMessageChunk(session_update="user_message_chunk",
+                            content=text_block(record.text), message_id=record.message_id)
 
 
 def _arguments(call: at.ToolCall) -> Any:
@@ -120,17 +152,20 @@ def _title(call: at.ToolCall) -> str:
     return f"{call.name} {path}" if isinstance(path, str) else call.name
 
 
-def _locations(call: at.ToolCall) -> list[ToolCallLocation] | None:
+def _locations(call: at.ToolCall, folder: pathlib.Path) -> list[ToolCallLocation] | None:
+    """The file a call touches, as the absolute path ACP's schema asks for."""
     arguments = _arguments(call)
     path = arguments.get("path") if isinstance(arguments, dict) else None
-    return [ToolCallLocation(path=path)] if isinstance(path, str) else None
+    if not isinstance(path, str) or not path:
+        return None
+    return [ToolCallLocation(path=str((folder / path).resolve()))]
 
 
-def tool_call_started(call: at.ToolCall) -> ToolCallStart:
+def tool_call_started(call: at.ToolCall, folder: pathlib.Path) -> ToolCallStart:
     """A call of a saved response, announced before anything runs (status ``pending``)."""
     return ToolCallStart(session_update="tool_call", tool_call_id=call.call_id,
                          title=_title(call), kind=_TOOL_KINDS.get(call.name, "other"),
-                         status="pending", locations=_locations(call),
+                         status="pending", locations=_locations(call, folder),
                          raw_input=_arguments(call))
 
 
@@ -140,10 +175,12 @@ def tool_call_running(call_id: str) -> ToolCallProgress:
                             status="in_progress")
 
 
-def tool_call_ended(record: at.ToolResultRecord, failed: bool) -> ToolCallProgress:
+def tool_call_ended(record: at.ToolResultRecord, failed: bool,
+                    permission: str | None = None) -> ToolCallProgress:
     """A saved result: ``completed`` when the tool ran and did not report a failure, else
     ``failed``; ``rawOutput.status`` is the record's own status (executed, denied, skipped,
-    cancelled, superseded)."""
+    cancelled, superseded); ``rawOutput.permission`` says how a permission answer was read
+    when it was not a plain allow."""
     ran = record.status is at.ToolResultStatus.EXECUTED
     text = record.output or record.reason or record.status.value
     return ToolCallProgress(
@@ -151,26 +188,32 @@ def tool_call_ended(record: at.ToolResultRecord, failed: bool) -> ToolCallProgre
         status="completed" if ran and not failed else "failed",
         content=[tool_content(text_block(text))],
         raw_output={"status": record.status.value, "output": record.output,
-                    "reason": record.reason})
+                    "reason": record.reason,
+                    **({"permission": permission} if permission is not None else {})})
 
 
-def permission_subject(call: at.ToolCall) -> ToolCallUpdate:
+def permission_subject(call: at.ToolCall, folder: pathlib.Path) -> ToolCallUpdate:
     """The tool call a ``session/request_permission`` asks about."""
     return ToolCallUpdate(tool_call_id=call.call_id, title=_title(call),
                           kind=_TOOL_KINDS.get(call.name, "other"), status="pending",
-                          locations=_locations(call), raw_input=_arguments(call))
+                          locations=_locations(call, folder), raw_input=_arguments(call))
 
 
-def decision_of(response: RequestPermissionResponse) -> at.PermissionDecision:
-    """The session's decision for a permission answer; never an allow unless one was chosen."""
+def decision_of(response: RequestPermissionResponse) -> tuple[at.PermissionDecision, str]:
+    """The session's decision for a permission answer, and why; never an allow unless one was
+    chosen, never a cancel unless the client said ``cancelled``."""
     outcome = response.outcome
+    if isinstance(outcome, DeniedOutcome):
+        return at.PermissionDecision.CANCEL, "the client answered 'cancelled'"
     if isinstance(outcome, AllowedOutcome):
         kind = _KINDS.get(outcome.option_id)
         if kind in ("allow_once", "allow_always"):
-            return at.PermissionDecision.ALLOW
+            return at.PermissionDecision.ALLOW, f"the client chose {outcome.option_id!r}"
         if kind in ("reject_once", "reject_always"):
-            return at.PermissionDecision.DENY
-    return at.PermissionDecision.CANCEL
+            return at.PermissionDecision.DENY, f"the client chose {outcome.option_id!r}"
+        return at.PermissionDecision.DENY, (
+            f"the client chose {outcome.option_id!r}, an option never offered: denied")
+    return at.PermissionDecision.DENY, "the client's answer has no outcome this agent reads: denied"
 
 
 def plan(todos: Sequence[object]) -> AgentPlanUpdate:
@@ -200,3 +243,27 @@ def prompt_response(outcome: at.TurnOutcome) -> PromptResponse:
     if reason is None:
         raise RequestError.internal_error(_outcome(outcome))
     return PromptResponse(stop_reason=reason, field_meta={META_KEY: _outcome(outcome)})
+
+
+def replayed(log: Iterable[Any], folder: pathlib.Path) -> Iterator[Any]:
+    """The ``session/update``s of a saved log (:data:`store.LogLine` items), in order: user
+    messages, the agent's message chunks as they were sent (the guard's with their ``_meta``),
+    each tool call and its end, the title. A response's calls follow its text, as live; a guard
+    prompt saved as a user message is not repeated (its guard chunk stands for it)."""
+    calls: list[at.ToolCall] = []
+    for line in log:
+        if isinstance(line, tuple):
+            yield message_chunk(*line)
+            continue
+        yield from (tool_call_started(call, folder) for call in calls)
+        calls.clear()
+        if isinstance(line, str):
+            yield title(line)
+        elif isinstance(line, at.UserMessageRecord):
+            if not guard.is_guard_prompt(line.text):
+                yield user_message(line)
+        elif isinstance(line, at.ResponseRecord):
+            calls.extend(line.tool_calls)
+        elif isinstance(line, at.ToolResultRecord):
+            yield tool_call_ended(line, failed=False)
+    yield from (tool_call_started(call, folder) for call in calls)

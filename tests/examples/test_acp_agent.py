@@ -8,9 +8,11 @@ session receives and answers its permission requests the way the test says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import pathlib
 import sys
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from types import ModuleType
@@ -28,12 +30,15 @@ from acp.schema import (  # noqa: E402
     AgentPlanUpdate,
     AllowedOutcome,
     DeniedOutcome,
+    InitializeResponse,
     PermissionOption,
     PromptResponse,
     RequestPermissionResponse,
+    SessionInfoUpdate,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
+    UserMessageChunk,
 )
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "acp_agent"
@@ -115,6 +120,7 @@ class Agent:
     def __init__(self, loop: asyncio.AbstractEventLoop, conn: ClientSideConnection,
                  client: Client) -> None:
         self.loop, self.conn, self.client = loop, conn, client
+        self.initialized: InitializeResponse | None = None
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(asyncio.wait_for(work, 20))
@@ -132,19 +138,33 @@ class Agent:
         return self.client.updates[session_id]
 
 
-@pytest.fixture(scope="module")
-def agent() -> Iterator[Agent]:
+@contextlib.contextmanager
+def running_agent(state_dir: pathlib.Path) -> Iterator[Agent]:
+    """An agent process that keeps its sessions under ``state_dir``, initialized."""
     loop = asyncio.new_event_loop()
     client = Client()
     spawned = spawn_agent_process(cast(AcpClient, client), sys.executable,
-                                  str(EXAMPLE / "agent.py"))
+                                  str(EXAMPLE / "agent.py"),
+                                  env={"AGENTTURN_ACP_STATE_DIR": str(state_dir)})
     conn, _process = loop.run_until_complete(spawned.__aenter__())
     try:
-        loop.run_until_complete(conn.initialize(protocol_version=PROTOCOL_VERSION))
-        yield Agent(loop, conn, client)
+        agent = Agent(loop, conn, client)
+        agent.initialized = agent.run(conn.initialize(protocol_version=PROTOCOL_VERSION))
+        yield agent
     finally:
         loop.run_until_complete(spawned.__aexit__(None, None, None))
         loop.close()
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("acp-state")
+
+
+@pytest.fixture(scope="module")
+def agent(state_dir: pathlib.Path) -> Iterator[Agent]:
+    with running_agent(state_dir) as running:
+        yield running
 
 
 def chunks(updates: list[Any]) -> list[AgentMessageChunk]:
@@ -236,17 +256,15 @@ def test_a_file_is_written_only_after_an_allow_and_a_deny_lets_the_turn_go_on(
 
 
 @pytest.mark.req("TL-3", "TL-8", "BR-4")
-@pytest.mark.parametrize("client_answer", ["cancelled", "allow after the cancel", "an error"])
+@pytest.mark.parametrize("client_answer", ["cancelled", "allow after the cancel"])
 def test_a_cancel_during_a_pending_permission_is_never_an_approval(
         agent: Agent, tmp_path: pathlib.Path, client_answer: str) -> None:
-    """session/cancel (or a failed permission request) while the dialog is open ends the turn
-    cancelled and the file is never written, whatever the client answers afterwards."""
+    """session/cancel while the dialog is open ends the turn cancelled and the file is never
+    written, whatever the client answers afterwards."""
     asked, release = asyncio.Event(), asyncio.Event()
 
     async def answer(call: ToolCallUpdate) -> RequestPermissionResponse:
         asked.set()
-        if client_answer == "an error":
-            raise RequestError.internal_error({"details": "the dialog crashed"})
         await release.wait()
         if client_answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -257,9 +275,8 @@ def test_a_cancel_during_a_pending_permission_is_never_an_approval(
     async def scenario() -> PromptResponse:
         turn = asyncio.ensure_future(agent.prompt(session, "write notes.txt"))
         await asked.wait()
-        if client_answer != "an error":
-            await agent.conn.cancel(session_id=session)
-            release.set()
+        await agent.conn.cancel(session_id=session)
+        release.set()
         response = await turn
         await asyncio.sleep(0.2)  # a late answer has had time to arrive and be dropped
         return response
@@ -348,3 +365,251 @@ def test_guard_continuations_go_out_as_discrete_chunks_then_the_exhaustion_messa
                         "Still working on the parser; stopping for now."]
     plans = [u for u in updates if isinstance(u, AgentPlanUpdate)]
     assert [e.status for e in plans[0].entries] == ["completed", "in_progress"]
+
+
+def _failing(call: ToolCallUpdate) -> Awaitable[RequestPermissionResponse]:
+    raise RequestError.internal_error({"details": "the dialog crashed"})
+
+
+async def _never_offered(call: ToolCallUpdate) -> RequestPermissionResponse:
+    return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="yes"))
+
+
+@pytest.mark.req("TL-3", "BR-4")
+@pytest.mark.parametrize(("policy", "why"), [
+    (_failing, "the permission request failed (JSON-RPC error -32603: Internal error): denied"),
+    (_never_offered, "the client chose 'yes', an option never offered: denied"),
+])
+def test_a_failed_or_unreadable_permission_answer_is_a_deny_that_says_why(
+        agent: Agent, tmp_path: pathlib.Path, policy: Policy, why: str) -> None:
+    """No session/cancel came, so a failed request or an option never offered does not end the
+    turn cancelled: the call is denied (never an allow), the model goes on, and the tool call's
+    end says what happened."""
+    session = agent.new_session(tmp_path, policy)
+    response = agent.run(agent.prompt(session, "write notes.txt"))
+    updates = agent.updates(session)
+    call = of_call(updates, started(updates, "write_file").tool_call_id)
+    assert response.stop_reason == "end_turn"
+    assert states(call) == ["tool_call:pending", "permission", "tool_call_update:failed"]
+    assert call[-1].raw_output["status"] == "denied"
+    assert call[-1].raw_output["permission"] == why
+    assert not (tmp_path / "notes.txt").exists()
+    assert chunks(updates)[-1].content.text == "Understood: notes.txt was not written."
+
+
+def test_the_agent_advertises_session_load_and_its_extensions(agent: Agent) -> None:
+    """initialize: loadSession, and the Lead and continue extensions under the capabilities'
+    _meta, with the method names a client calls."""
+    assert agent.initialized is not None
+    capabilities = agent.initialized.agent_capabilities
+    assert capabilities is not None and capabilities.load_session is True
+    assert capabilities.field_meta is not None
+    extensions = capabilities.field_meta["agentturn"]
+    assert extensions["lead"]["method"] == "_agentturn/lead"
+    assert extensions["lead"]["injectMode"] == "steer"
+    assert extensions["continue"]["method"] == "_agentturn/continue"
+
+
+def test_session_ids_are_uuids_unique_across_agent_processes(
+        agent: Agent, state_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """Every process numbered from session-1 before; now each id is a fresh UUID."""
+    first = agent.new_session(tmp_path)
+    with running_agent(state_dir) as other:
+        second = other.new_session(tmp_path)
+    assert first != second
+    for session_id in (first, second):
+        assert str(uuid.UUID(session_id)) == session_id
+
+
+@pytest.mark.parametrize("cwd", ["relative/folder", "", "/nonexistent/agentturn-acp"])
+def test_a_cwd_that_is_not_an_absolute_folder_is_invalid_params(agent: Agent, cwd: str) -> None:
+    """session/new refuses a relative, empty or missing folder with -32602 (no temp folder)."""
+    with pytest.raises(RequestError) as refused:
+        agent.run(agent.conn.new_session(cwd=cwd))
+    assert refused.value.code == -32602
+    assert "cwd" in str(refused.value.data)
+
+
+def test_tool_call_locations_are_absolute_paths_in_the_sessions_folder(
+        agent: Agent, tmp_path: pathlib.Path) -> None:
+    """The tool call and the permission request name the file by its absolute path."""
+    asked: list[ToolCallUpdate] = []
+
+    async def answer(call: ToolCallUpdate) -> RequestPermissionResponse:
+        asked.append(call)
+        return await allow("allow")(call)
+
+    session = agent.new_session(tmp_path, answer)
+    agent.run(agent.prompt(session, "write notes.txt"))
+    start = started(agent.updates(session), "write_file")
+    expected = str((tmp_path / "notes.txt").resolve())
+    assert [location.path for location in start.locations or []] == [expected]
+    assert [location.path for location in asked[0].locations or []] == [expected]
+
+
+def test_every_discrete_message_has_its_own_message_id(
+        agent: Agent, tmp_path: pathlib.Path) -> None:
+    """Each model response and each guard message is its own message on the wire: a client
+    that treats _meta as opaque still keeps the guard's text apart from the model's."""
+    session = agent.new_session(tmp_path)
+    agent.run(agent.prompt(session, "todo: port the parser"))
+    sent = chunks(agent.updates(session))
+    ids = [c.message_id for c in sent]
+    assert all(ids) and len(set(ids)) == len(ids) == 7
+    exhausted = sent[-1].field_meta
+    assert exhausted == {**GUARD_META, "kind": "exhausted", "attempt": 2, "maxAttempts": 2,
+                         "unfinishedCount": 1}
+
+
+def _loaded(agent: Agent, folder: pathlib.Path, session_id: str) -> list[Any]:
+    agent.run(agent.conn.load_session(cwd=str(folder), session_id=session_id))
+    return agent.updates(session_id)
+
+
+@pytest.mark.req("SG-A12")
+def test_a_restarted_agent_loads_the_session_and_replays_the_conversation(
+        state_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """session/load in a new agent process: the user messages, the agent's messages (the
+    guard's with their _meta and own messageIds), each tool call and its end, the title, all as
+    session/update before the load's answer; the session then goes on in the same folder."""
+    with running_agent(state_dir) as first:
+        session = first.new_session(tmp_path, allow("allow"))
+        first.run(first.prompt(session, "write notes.txt"))
+        first.run(first.prompt(session, "todo: port the parser"))
+        live = first.updates(session)
+    with running_agent(state_dir) as second:
+        replayed = _loaded(second, tmp_path, session)
+        users = [u.content.text for u in replayed if isinstance(u, UserMessageChunk)]
+        assert users == ["write notes.txt", "todo: port the parser"]
+        assert ([(c.message_id, c.content.text, c.field_meta) for c in chunks(replayed)]
+                == [(c.message_id, c.content.text, c.field_meta) for c in chunks(live)])
+        ends = [(u.tool_call_id, (u.raw_output or {})["status"]) for u in replayed
+                if isinstance(u, ToolCallProgress)]
+        assert ends == [("call-1", "executed"), ("call-2", "executed")]
+        assert [u.title for u in replayed if isinstance(u, SessionInfoUpdate)] == [
+            "Write notes.txt"]
+        second.client.updates[session].clear()
+        second.client.policies[session] = allow("allow")
+        response = second.run(second.prompt(session, "write again.txt"))
+        assert response.stop_reason == "end_turn"
+        assert (tmp_path / "again.txt").exists()
+        assert started(second.updates(session), "write_file").tool_call_id == "call-3"
+
+
+@pytest.mark.req("SG-A12", "SG-A8")
+@pytest.mark.parametrize("between", ["nothing", "a restart", "a load in another folder"])
+def test_a_continued_turn_keeps_the_guards_chain_only_while_trust_holds(
+        state_dir: pathlib.Path, tmp_path: pathlib.Path, between: str) -> None:
+    """A todo list left unfinished, then a network error. Continued in the same process, the
+    guard's trusted chain goes on (a guard continuation follows). After an agent restart and
+    session/load, or a session/load that moves the live session to another folder (a working
+    directory change), the guard trusts nothing it saw before (SG-A12) and stays quiet."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+
+    def go_on(agent: Agent, session: str) -> tuple[dict[str, Any], list[Any]]:
+        agent.client.updates[session].clear()
+        reply = agent.run(agent.conn.ext_method("agentturn/continue", {"sessionId": session}))
+        return reply, [c.field_meta for c in chunks(agent.updates(session))]
+
+    with running_agent(state_dir) as first:
+        session = first.new_session(work)
+        with pytest.raises(RequestError) as failed:
+            first.run(first.prompt(session, "todo: port the parser, flaky"))
+        assert (failed.value.data or {})["resumable"] is True
+        if between == "a load in another folder":
+            _loaded(first, elsewhere, session)
+        if between != "a restart":
+            reply, metas = go_on(first, session)
+    if between == "a restart":
+        with running_agent(state_dir) as second:
+            _loaded(second, work, session)
+            reply, metas = go_on(second, session)
+    assert reply["stopReason"] == "end_turn"
+    guarded = [meta for meta in metas if meta is not None]
+    if between == "nothing":
+        assert guarded and all(GUARD_META.items() <= meta.items() for meta in guarded)
+    else:
+        assert metas == [None]
+
+
+def test_loading_a_live_session_in_another_folder_moves_its_work_there(
+        agent: Agent, tmp_path: pathlib.Path) -> None:
+    """session/load of a session this process serves: the conversation is replayed and the
+    tools write into the folder the load named from then on."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    after.mkdir()
+    session = agent.new_session(before, allow("allow"))
+    agent.run(agent.prompt(session, "hello"))
+    agent.client.updates[session].clear()
+    replayed = _loaded(agent, after, session)
+    assert [u.content.text for u in replayed if isinstance(u, UserMessageChunk)] == ["hello"]
+    agent.run(agent.prompt(session, "write moved.txt"))
+    assert [p.name for p in after.iterdir()] == ["moved.txt"]
+    assert list(before.iterdir()) == []
+
+
+@pytest.mark.req("TL-11")
+def test_a_turn_ended_by_a_network_error_is_continued_after_a_restart(
+        state_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The prompt fails with a resumable error; a new agent process loads the session and
+    _agentturn/continue finishes the same turn."""
+    with running_agent(state_dir) as first:
+        session = first.new_session(tmp_path)
+        with pytest.raises(RequestError) as failed:
+            first.run(first.prompt(session, "flaky question"))
+        data = failed.value.data or {}
+        assert (data["outcome"], data["resumable"]) == ("error", True)
+    with running_agent(state_dir) as second:
+        _loaded(second, tmp_path, session)
+        second.client.updates[session].clear()
+        reply = second.run(second.conn.ext_method("agentturn/continue", {"sessionId": session}))
+        assert reply["stopReason"] == "end_turn"
+        assert [c.content.text for c in chunks(second.updates(session))] == [
+            "Continued after the network error: flaky question"]
+        with pytest.raises(RequestError) as nothing_left:
+            second.run(second.conn.ext_method("agentturn/continue", {"sessionId": session}))
+        assert nothing_left.value.code == -32600
+
+
+def test_loading_an_unknown_session_is_refused(agent: Agent, tmp_path: pathlib.Path) -> None:
+    """A session id no agent saved is not silently a new empty session."""
+    with pytest.raises(RequestError) as refused:
+        agent.run(agent.conn.load_session(cwd=str(tmp_path), session_id=str(uuid.uuid4())))
+    assert refused.value.code == -32002
+
+
+def test_an_agent_ended_mid_turn_comes_back_before_that_turn_with_fresh_ids(
+        state_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The agent process ends during a long write: the write leaves nothing, the load replays
+    what the turn had sent, and the next turn's ids are new (turn 2, call 3), never the dead
+    turn's again."""
+    with running_agent(state_dir) as first:
+        session = first.new_session(tmp_path, allow("allow"))
+        writing = first.client.watch(session, lambda u: isinstance(u, ToolCallProgress)
+                                     and u.status == "in_progress")
+
+        async def until_writing() -> None:
+            turn = asyncio.ensure_future(first.prompt(session, "write big.txt slowly over 9 "
+                                                               "seconds"))
+            await writing.wait()
+            turn.cancel()  # the client stops waiting; the agent process ends below
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+
+        first.run(until_writing())
+    assert list(tmp_path.iterdir()) == []
+    with running_agent(state_dir) as second:
+        replayed = _loaded(second, tmp_path, session)
+        assert [u.content.text for u in replayed if isinstance(u, UserMessageChunk)] == [
+            "write big.txt slowly over 9 seconds"]
+        assert [c.message_id for c in chunks(replayed)] == ["t1/r1"]
+        second.client.updates[session].clear()
+        second.client.policies[session] = allow("allow")
+        response = second.run(second.prompt(session, "write again.txt"))
+        assert response.stop_reason == "end_turn"
+        assert started(second.updates(session), "write_file").tool_call_id == "call-3"
+        assert chunks(second.updates(session))[0].message_id == "t2/r1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.txt"]
