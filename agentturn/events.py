@@ -27,7 +27,7 @@ from ._base import (
     optional,
     tuple_of,
 )
-from .records import HardStopKind, ToolCall
+from .records import CutOffSignal, HardStopKind, ToolCall
 
 __all__ = [
     "AmendRequest",
@@ -239,6 +239,11 @@ class StreamCompleted(Event):
     )
     #: The host's stream normalizer could not parse the tool calls (TL-6).
     malformed_tool_format: bool = attrs.field(default=False, validator=is_bool)
+    #: The stream normalizer's evidence that the response was cut at the output limit, whatever
+    #: ``finish_reason`` says (engines mislabel cut-off responses): the turn then ends with the
+    #: output-limit outcome and runs none of the tool calls (TL-9). ``agentturn.engines`` sets it.
+    cut_off: CutOffSignal | None = attrs.field(default=None,
+                                               validator=optional(one_of(CutOffSignal)))
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)

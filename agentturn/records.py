@@ -30,6 +30,7 @@ from ._base import FieldError, Value, is_bool, is_id, is_str, one_of, optional, 
 __all__ = [
     "COMPLETE_KINDS",
     "KNOWN_FINISH_REASONS",
+    "CutOffSignal",
     "FinishKind",
     "FinishReason",
     "HardStopKind",
@@ -74,6 +75,9 @@ KNOWN_FINISH_REASONS: Mapping[str, FinishKind] = MappingProxyType({
     "tool_use": FinishKind.TOOL_CALLS,
     "tool_call": FinishKind.TOOL_CALLS,
     "function_call": FinishKind.TOOL_CALLS,
+    # Gemini: the model called a tool and wrote the call badly. Not a cut-off: with the event's
+    # ``malformed_tool_format`` (which agentturn.engines sets) it takes the one retry (TL-6).
+    "malformed_function_call": FinishKind.TOOL_CALLS,
     # cut off by a size limit: the response (and any tool call in it) may be incomplete
     "length": FinishKind.LENGTH,
     "max_tokens": FinishKind.LENGTH,
@@ -100,6 +104,21 @@ KNOWN_FINISH_REASONS: Mapping[str, FinishKind] = MappingProxyType({
 COMPLETE_KINDS = frozenset({FinishKind.STOP, FinishKind.TOOL_CALLS})
 #: The same by name, for the hot path: an Enum member hashes in Python, its name in C.
 _COMPLETE_NAMES = frozenset(kind._name_ for kind in COMPLETE_KINDS)
+
+
+class CutOffSignal(enum.Enum):
+    """Which signal showed that a response was cut at the output limit (TL-9). Engines can
+    mislabel a cut-off response, so the finish reason is only the first of the signals; any of
+    them means no tool call of the response runs, whatever its label."""
+
+    #: The engine's finish reason said so (``length``, ``max_tokens``, ``MAX_TOKENS`` ...).
+    FINISH_REASON = "finish_reason"
+    #: The output tokens reached the limit the request asked for.
+    OUTPUT_TOKEN_LIMIT = "output_token_limit"
+    #: The stream ended inside a tool-call block that was never closed.
+    UNCLOSED_TOOL_BLOCK = "unclosed_tool_block"
+    #: A tool call's arguments stop mid-JSON, with the output tokens at the limit.
+    UNPARSABLE_ARGUMENTS_AT_LIMIT = "unparsable_arguments_at_limit"
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -268,3 +287,7 @@ class TurnOutcome(Value):
     #: For a ``HALTED`` outcome, which authority halted it; ``None`` for every other outcome.
     halt_kind: HardStopKind | None = attrs.field(default=None,
                                                  validator=optional(one_of(HardStopKind)))
+    #: For an ``OUTPUT_LIMIT`` outcome, which signal showed the cut (the finish reason, the
+    #: output tokens at the requested limit, an unclosed tool block ...); ``None`` otherwise.
+    cut_off: CutOffSignal | None = attrs.field(default=None,
+                                               validator=optional(one_of(CutOffSignal)))

@@ -38,11 +38,31 @@ from ..events import (
     StreamCompleted,
 )
 from ..guard.texts import is_guard_prompt
-from ..records import ResponseRecord, ToolResultRecord, ToolResultStatus, UserMessageRecord
+from ..records import (
+    CutOffSignal,
+    ResponseRecord,
+    ToolResultRecord,
+    ToolResultStatus,
+    UserMessageRecord,
+)
 from ..trace import Trace
 from .render import guard_chunk, outcome, queued_flag, terminal_safe, written_by
 
 __all__ = ["explain"]
+
+
+#: Which signal decided that a response was cut off (TL-9), as the story says it.
+_CUT_OFF_SIGNALS = {
+    CutOffSignal.FINISH_REASON: "the engine's finish reason said it cut the response at its "
+                                "output limit",
+    CutOffSignal.OUTPUT_TOKEN_LIMIT: "the output tokens reached the limit the request asked "
+                                     "for, whatever the finish reason said",
+    CutOffSignal.UNCLOSED_TOOL_BLOCK: "the stream ended inside a tool-call block that was never "
+                                      "closed, whatever the finish reason said",
+    CutOffSignal.UNPARSABLE_ARGUMENTS_AT_LIMIT: "a tool call's arguments stop mid-JSON with the "
+                                                "output tokens at the limit, whatever the finish "
+                                                "reason said",
+}
 
 
 def _quote(text: str, limit: int = 70) -> str:
@@ -90,7 +110,8 @@ def _event_line(event: Event, story: _Story) -> Iterator[str]:
         calls = ", ".join(f"{c.name} ({c.call_id})" for c in event.tool_calls)
         what = f"called {calls}" if calls else (
             f"answered {_quote(event.text)}" if event.text.strip() else "answered nothing")
-        yield f"The model {what} [finish reason {event.finish_reason!r}]."
+        cut = f"; cut off: {event.cut_off.value}" if event.cut_off is not None else ""
+        yield f"The model {what} [finish reason {event.finish_reason!r}{cut}]."
     elif isinstance(event, PermissionDecided):
         story.allowed.add(event.call_id)
         yield f"The user answered {event.decision.value} for {event.call_id}."
@@ -167,6 +188,8 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
     elif isinstance(command, EndTurn):
         yield (f"Turn {command.turn_id} ended: {outcome(command.outcome)}"
                + (" (it can be continued)" if command.outcome.resumable else ""))
+        if command.outcome.cut_off is not None:
+            yield f"What showed the cut: {_CUT_OFF_SIGNALS[command.outcome.cut_off]}."
 
 
 def explain(trace: Trace) -> str:

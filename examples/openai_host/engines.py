@@ -1,0 +1,166 @@
+"""The engines the host talks to, through their official SDKs, each read by agentturn.engines.
+
+Theory of operation
+-------------------
+:class:`ChatEngine` (``openai.AsyncOpenAI``, Chat Completions) and :class:`MessagesEngine`
+(``anthropic.AsyncAnthropic``, Messages) do the same three things: turn the conversation into
+their request, open a stream (``stream=True``) and feed every event's ``model_dump()`` to the
+matching accumulator, then hand the host the one event it yields. ``StreamOpened`` goes out once
+the SDK returned the stream; an SDK exception becomes ``StreamFailed`` through ``abort``.
+Cancelling the task (the host's ``CancelStream``) leaves the ``async with`` block, which closes
+the HTTP response: the server sees the stream closed before its end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anthropic
+import openai
+
+import agentturn as at
+from agentturn.engines import AnthropicMessagesStream, ChatCompletionsStream, EngineStream
+
+__all__ = ["TOOLS", "ChatEngine", "Item", "MessagesEngine"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of the conversation, engine-neutral."""
+
+    role: str  # "user", "assistant" or "tool"
+    text: str = ""
+    calls: tuple[at.ToolCall, ...] = ()
+    #: For a tool result: the call it answers.
+    call_id: str = ""
+
+
+#: The tools the model may call: name -> (description, JSON Schema of the arguments).
+TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "write_file": ("Write a text file in the work folder.", {
+        "type": "object", "required": ["path", "content"],
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
+    "read_file": ("Read a text file of the work folder.", {
+        "type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}),
+    "list_files": ("List the files of the work folder.", {"type": "object", "properties": {}}),
+}
+
+Emit = Callable[[at.Event], None]
+#: Called with the accumulator after every wire object (the demo's user watches the text).
+Watch = Callable[[EngineStream], None]
+
+
+def _openai_messages(conversation: list[Item]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for item in conversation:
+        if item.role == "assistant":
+            message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
+            if item.calls:
+                message["tool_calls"] = [
+                    {"id": c.call_id, "type": "function",
+                     "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in item.calls]
+            messages.append(message)
+        elif item.role == "tool":
+            messages.append({"role": "tool", "tool_call_id": item.call_id,
+                             "content": item.text})
+        else:
+            messages.append({"role": "user", "content": item.text})
+    return messages
+
+
+def _anthropic_messages(conversation: list[Item]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for item in conversation:
+        if item.role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": item.text}] if (
+                item.text) else []
+            blocks += [{"type": "tool_use", "id": c.call_id, "name": c.name,
+                        "input": json.loads(c.arguments or "{}")} for c in item.calls]
+            role = "assistant"
+        elif item.role == "tool":
+            blocks = [{"type": "tool_result", "tool_use_id": item.call_id,
+                       "content": item.text}]
+            role = "user"
+        else:
+            blocks = [{"type": "text", "text": item.text}]
+            role = "user"
+        if messages and messages[-1]["role"] == role:  # the API alternates roles
+            messages[-1]["content"] += blocks
+        else:
+            messages.append({"role": role, "content": blocks})
+    return messages
+
+
+class ChatEngine:
+    """OpenAI Chat Completions through ``openai.AsyncOpenAI(base_url=...)``."""
+
+    def __init__(self, base_url: str, model: str, max_tokens: int) -> None:
+        self.client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="not-needed",
+                                         max_retries=0)
+        self.model = model
+        self.max_tokens = max_tokens
+
+    async def stream(self, request_id: str, conversation: list[Item], emit: Emit,
+                     watch: Watch) -> None:
+        acc = ChatCompletionsStream.start(request_id, max_output_tokens=self.max_tokens)
+        tools = [{"type": "function", "function": {"name": name, "description": text,
+                                                   "parameters": schema}}
+                 for name, (text, schema) in TOOLS.items()]
+        try:
+            stream = await self.client.chat.completions.create(
+                model=self.model, messages=cast(Any, _openai_messages(conversation)),
+                tools=cast(Any, tools), stream=True, stream_options={"include_usage": True},
+                max_completion_tokens=self.max_tokens)
+            emit(at.StreamOpened(request_id=request_id))
+            async with stream:
+                async for chunk in stream:
+                    acc = acc.feed(chunk.model_dump())
+                    watch(acc)
+                    if acc.event is not None:
+                        break
+        except openai.APIError as error:
+            emit(acc.abort(str(error), network=isinstance(error, openai.APIConnectionError)))
+            return
+        emit(acc.finish())
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class MessagesEngine:
+    """Anthropic Messages through ``anthropic.AsyncAnthropic(base_url=...)``."""
+
+    def __init__(self, base_url: str, model: str, max_tokens: int) -> None:
+        self.client = anthropic.AsyncAnthropic(base_url=base_url, api_key="not-needed",
+                                               max_retries=0)
+        self.model = model
+        self.max_tokens = max_tokens
+
+    async def stream(self, request_id: str, conversation: list[Item], emit: Emit,
+                     watch: Watch) -> None:
+        acc = AnthropicMessagesStream.start(request_id, max_output_tokens=self.max_tokens)
+        tools = [{"name": name, "description": text, "input_schema": schema}
+                 for name, (text, schema) in TOOLS.items()]
+        try:
+            stream = await self.client.messages.create(
+                model=self.model, max_tokens=self.max_tokens, stream=True,
+                messages=cast(Any, _anthropic_messages(conversation)), tools=cast(Any, tools))
+            emit(at.StreamOpened(request_id=request_id))
+            async with stream:
+                async for event in stream:
+                    acc = acc.feed(event.model_dump())
+                    watch(acc)
+                    if acc.event is not None:
+                        break
+        except anthropic.APIError as error:
+            emit(acc.abort(str(error),
+                           network=isinstance(error, anthropic.APIConnectionError)))
+            return
+        emit(acc.finish())
+
+    async def close(self) -> None:
+        await self.client.close()
