@@ -10,7 +10,7 @@ README's "Check your host against the spec" section.
 
 from typing import TYPE_CHECKING, Any
 
-from .adapter import Adapter, EngineResponse, ReferenceAdapter, WorldLike
+from .adapter import Adapter, EngineFailure, EngineResponse, ReferenceAdapter, WorldLike
 from .host import ScriptedHost, say
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Adapter",
+    "EngineFailure",
     "EngineResponse",
     "ReferenceAdapter",
     "ScriptedHost",

@@ -79,12 +79,23 @@ class ScriptedHost:
         self.steps: list[tuple[Event, tuple[Command, ...]]] = []
         #: Awaiting commands nothing answered (a dialog, a request with no response left, ...).
         self.held: list[Command] = []
+        #: Every record written, in order.
+        self.stored: list[Any] = []
 
     # --- the scripted world ---------------------------------------------------------------
 
     def store(self, records: Sequence[Any]) -> bool:
-        """Every write succeeds."""
+        """Every write succeeds (and is kept in :attr:`stored`)."""
+        self.stored.extend(records)
         return True
+
+    def history(self) -> Sequence[Any]:
+        """Every record stored, in order."""
+        return tuple(self.stored)
+
+    def cancel(self, call_id: str) -> bool:
+        """A scripted tool ends as soon as it starts: there is nothing left to stop."""
+        return False
 
     def stream(self, request: c.RequestModelStream | None = None) -> EngineResponse | None:
         """The next scripted response; ``None`` (the request waits) when none is left."""
