@@ -13,8 +13,10 @@ import: ``import agentturn`` does not load ``transitions``.
 Reducers consult only that table (:meth:`PhaseGraph.check`): a missing entry is host misuse and
 raises :class:`agentturn.UnexpectedEvent` before anything is computed. Reducers never call
 ``Machine.trigger`` at run time (one trigger costs tens of microseconds; a dict lookup well under
-one). :meth:`PhaseGraph.mermaid` draws the same declaration with ``transitions``' Mermaid engine,
-and the tests check that the drawing's edges equal the table's, so the docs cannot drift.
+one). :meth:`PhaseGraph.mermaid` draws the same declaration with ``transitions``' Mermaid engine
+(every edge, each label once, without ``transitions``' "current state" colours, which mean
+nothing in a static graph), and the tests check that the drawing's edges equal the table's, so
+the docs cannot drift. :mod:`agentturn.tools.diagrams` draws the readable main-path view.
 
 An edge whose event is not an event class (for example ``request_title``) is a transition a part
 takes on its own initiative, inside a step caused by another event; it is drawn and tabled like
@@ -82,7 +84,7 @@ class PhaseGraph(Generic[P]):
             "initial": self.initial.name,
             "transitions": [
                 {"trigger": trigger, "source": source.name, "dest": dest.name}
-                for source, trigger, dest in self._triples
+                for source, trigger, dest in dict.fromkeys(self._triples)  # each edge once
             ],
             "auto_transitions": False,
         }
@@ -126,8 +128,13 @@ class PhaseGraph(Generic[P]):
             for dest in dests
         )
 
+    def events(self) -> tuple[str, ...]:
+        """Every event name of the declaration, in the order it is first declared."""
+        return tuple(dict.fromkeys(trigger for _, trigger, _ in self._triples))
+
     def mermaid(self) -> str:
-        """A Mermaid ``stateDiagram-v2`` of the declaration, drawn by ``transitions``."""
+        """A Mermaid ``stateDiagram-v2`` of the whole declaration, drawn by ``transitions``:
+        every edge, self-loops included, each label once, no styling."""
         from transitions.extensions import GraphMachine
 
         class _Model:
@@ -141,4 +148,7 @@ class PhaseGraph(Generic[P]):
         heading = f"---\n{self.part}\n---\n"
         if text.startswith(heading):
             text = f"---\ntitle: {self.part}\n---\n" + text[len(heading):]
-        return text
+        # transitions colours the machine's current state (the initial one here): a static
+        # graph has no current state, so every style line goes.
+        return "\n".join(line for line in text.splitlines()
+                         if not line.lstrip().startswith(("classDef ", "Class ")))

@@ -124,8 +124,8 @@ class Host:
 
 
 def main(workdir: pathlib.Path | None = None, trace_path: pathlib.Path | None = None) -> Host:
-    """Run the scripted turn in ``workdir`` (a fresh temporary folder by default), writing its
-    trace to ``trace_path`` when given."""
+    """Run the scripted turn in ``workdir`` (a fresh temporary folder by default, which the
+    caller removes), writing its trace to ``trace_path`` when given."""
     folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="agentturn-example-"))
     host = Host(folder)
     host.run(at.PromptSubmitted(turn_id="t1", message_id="m1", text="Create calc.py"))
@@ -139,10 +139,13 @@ def main(workdir: pathlib.Path | None = None, trace_path: pathlib.Path | None = 
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
-    finished = main(trace_path=pathlib.Path(arguments[1]) if arguments[:1] == ["--trace"]
-                    else None)
-    assert finished.outcome is not None
-    print(f"title: {finished.title!r}")
-    print(f"outcome: {finished.outcome.kind.value} ({finished.outcome.message})")
-    print(f"calc.py:\n{(finished.workdir / 'calc.py').read_text()}")
+    # The tools' folder lives as long as the run: nothing is left behind in the temp folder.
+    with tempfile.TemporaryDirectory(prefix="agentturn-example-") as scratch:
+        finished = main(pathlib.Path(scratch),
+                        trace_path=pathlib.Path(arguments[1]) if arguments[:1] == ["--trace"]
+                        else None)
+        assert finished.outcome is not None
+        print(f"title: {finished.title!r}")
+        print(f"outcome: {finished.outcome.kind.value} ({finished.outcome.message})")
+        print(f"calc.py:\n{(finished.workdir / 'calc.py').read_text()}")
     sys.exit(0)

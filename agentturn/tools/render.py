@@ -27,7 +27,7 @@ from .. import records as r
 from ..guard import texts as guard_texts
 
 __all__ = ["describe", "guard_chunk", "message", "outcome", "queued_flag", "records", "short",
-           "terminal_safe", "written_by"]
+           "terminal_safe", "tool_result", "written_by"]
 
 
 def short(text: str, limit: int = 90) -> str:
@@ -37,15 +37,24 @@ def short(text: str, limit: int = 90) -> str:
     return f"{text[:limit]!r}... ({len(text.encode('utf-8'))} bytes)"
 
 
+#: How every guard continuation prompt begins (a hook's reason may come before it, SO-8).
+_GUARD_OPENING = guard_texts.continuation_text(attempt=1, unfinished=1).partition("]")[0] + "]"
+
+
 def message(text: str) -> str:
-    """A user message, with the guard's continuation prompts named rather than quoted."""
-    hook, _, rest = text.partition("\n\n")
-    if guard_texts.is_guard_prompt(text):
-        final = " + the final-continuation sentence" if rest else ""
-        return f"the guard's continuation prompt{final}"
-    if rest and guard_texts.is_guard_prompt(rest):
-        return f"{hook!r} + a blank line + {message(rest)}"
-    return short(text, 60)
+    """A user message, with the guard's continuation prompts named rather than quoted (after a
+    Stop hook's reason and a blank line, when the two were merged into one message)."""
+    if not guard_texts.is_guard_prompt(text):
+        return short(text, 60)
+    if not text.startswith(_GUARD_OPENING):
+        start = text.find("\n\n" + _GUARD_OPENING)
+        while start != -1:
+            hook, prompt = text[:start], text[start + 2:]
+            if hook.strip() and guard_texts.is_guard_prompt(prompt):
+                return f"{short(hook, 60)} + a blank line + {message(prompt)}"
+            start = text.find("\n\n" + _GUARD_OPENING, start + 2)
+    final = " + the final-continuation sentence" if "\n\n" in text else ""
+    return f"the guard's continuation prompt{final}"
 
 
 def records(items: Iterable[object]) -> str:
@@ -58,11 +67,21 @@ def records(items: Iterable[object]) -> str:
             calls = ", ".join(call.name for call in record.tool_calls) or "no tool calls"
             parts.append(f"response ({calls}; finish reason {record.finish_reason.raw!r})")
         elif isinstance(record, r.ToolResultRecord):
-            parts.append(f"{record.call_id} {record.status.value}"
-                         + (f" - {record.reason}" if record.reason else ""))
+            parts.append(tool_result(record))
         else:
             parts.append(type(record).__name__)
     return "; ".join(parts)
+
+
+def tool_result(record: r.ToolResultRecord) -> str:
+    """A tool result record: the call, its status and why it did not run (``call-3 skipped: the
+    user sent a Lead ...``). A reason that starts by naming the status again (the turn writes
+    ``Skipped: ...`` for the model's sake) is not made to say it twice."""
+    status = record.status.value
+    reason = record.reason.strip()
+    if reason.lower().startswith(status + ":"):
+        reason = reason[len(status) + 1:].lstrip()
+    return f"{record.call_id} {status}" + (f": {reason}" if reason else "")
 
 
 def outcome(ending: r.TurnOutcome) -> str:

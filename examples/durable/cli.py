@@ -1,7 +1,9 @@
 """The command line: ``python -m examples.durable COMMAND`` (from the repository's root).
 
 ``demo`` runs everything at once: a worker process, the demo session, the user's messages and the
-transcript (``--kill-at LABEL`` kills the worker at that kill point and starts a replacement).
+transcript (``--kill-at LABEL`` kills the worker at that kill point and starts a replacement; a
+label the demo never passes is a usage error, exit 2). Its data folder is a temporary one,
+removed at the end unless ``--keep`` is given.
 The other commands are the pieces, for several terminals:
 
     python -m examples.durable worker [--executor-id local]
@@ -25,6 +27,7 @@ import collections
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +40,7 @@ from .script import DEMO_INPUTS, DEMO_SCRIPT
 
 Json = dict[str, Any]
 
-__all__ = ["main", "render", "start_worker"]
+__all__ = ["demo_kill_points", "describe_input", "main", "render", "start_worker"]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -109,9 +112,39 @@ def stop_worker(process: subprocess.Popen[str]) -> None:
             process.wait()
 
 
-def _demo(kill_at: str | None) -> int:
+def describe_input(message: Json) -> str:
+    """What the user sends, in words: the kind of input first (``Lead 'also add ...'``)."""
+    kind = message.get("kind")
+    if kind in ("prompt", "lead"):
+        return f"{'Lead' if kind == 'lead' else 'prompt'} {json.dumps(message.get('text', ''))}"
+    if kind == "permission":
+        return f"{message.get('decision')} {message.get('call_id')} (a permission decision)"
+    if kind == "stop":
+        return "Stop"
+    if kind == "close":
+        return "close the session"
+    return json.dumps(message)
+
+
+def demo_kill_points() -> list[str]:
+    """Every kill point the demo session passes, in order: the same host run without DBOS in a
+    temporary folder (under a second), so ``--kill-at`` can refuse a label that never fires."""
+    from .reference import run_reference
+
+    with tempfile.TemporaryDirectory(prefix="agentturn-durable-") as folder:
+        data = pathlib.Path(folder)
+        run_reference(data, "demo", DEMO_SCRIPT, DEMO_INPUTS)
+        log = data / "killpoints" / f"{effects.safe('demo')}.log"
+        return log.read_text(encoding="utf-8").splitlines()
+
+
+def _demo(kill_at: str | None, keep: bool = False) -> int:
     from .engine import Client, database_url
 
+    if kill_at is not None and kill_at not in (points := demo_kill_points()):
+        print(f"python -m examples.durable demo: --kill-at {kill_at!r} is no kill point of the "
+              f"demo; choose one of {', '.join(points)}", file=sys.stderr)
+        return 2
     data = pathlib.Path(tempfile.mkdtemp(prefix="agentturn-durable-"))
     url = database_url(data)
     session = f"demo-{os.getpid()}"
@@ -130,13 +163,18 @@ def _demo(kill_at: str | None) -> int:
     try:
         client.start(session, DEMO_SCRIPT)
         status = client.play(session, DEMO_INPUTS, tick=tick,
-                             before_send=lambda n, s: print(f"user ({s['for']}): "
-                                                            f"{json.dumps(DEMO_INPUTS[n])}"))
+                             before_send=lambda n, s: print(
+                                 f"user: {describe_input(DEMO_INPUTS[n])}   (the session waits "
+                                 f"for {s['for']})"))
         client.result(session)
         _show(data, session, status)
     finally:
         client.close()
         stop_worker(worker)
+        if keep:
+            print(f"kept the data folder {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
     return 0
 
 
@@ -147,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="run the demo session with its own worker")
     demo.add_argument("--kill-at", metavar="LABEL",
                       help="kill the worker at this kill point (e.g. tool:w1:renamed)")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the demo's temporary data folder (removed by default)")
     worker = commands.add_parser("worker", help="run a worker until standard input closes")
     worker.add_argument("--executor-id", default="local")
     worker.add_argument("--die-at", default=os.environ.get("AGENTTURN_DURABLE_DIE_AT"),
@@ -170,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
 
     if arguments.command == "demo":
-        return _demo(arguments.kill_at)
+        return _demo(arguments.kill_at, arguments.keep)
     from .engine import Client, data_dir, database_url, serve
 
     data = data_dir()

@@ -178,7 +178,7 @@ class SessionHost:
         elif self.dialogs:
             waiting_for = f"a permission decision for {', '.join(self.dialogs)}"
         elif self.state.phase is se.SessionPhase.IDLE:
-            waiting_for = "a prompt"
+            waiting_for = "a prompt or a close"
         else:
             waiting_for = "input"
         return {"waiting": waiting, "inputs": self.inputs, "for": waiting_for,

@@ -5,12 +5,19 @@ took; Jupyter shows them as an HTML table (event in, commands out, phase after),
 plain text. Each line comes from :func:`agentturn.tools.render.describe`, the renderer the demo
 and ``agentturn explain`` use too.
 
+Steps are numbered as the table numbers them: ``steps[5]`` is the row numbered 5 (not the sixth
+from zero), ``steps[10:]`` the rows from 10 on, and ``steps[-1]`` the last row.
+``Player.fork()`` starts a second player from the same state and history: states are
+immutable, so a shared beginning is played once and each branch goes on from it, numbered on
+from where it forked; ``Player.replay(steps)`` feeds another player's events again.
+
 Nothing here decides anything: it calls the reducer it is given and keeps what it returned.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, overload
 
@@ -47,15 +54,28 @@ class Steps:
         return iter(self.rows)
 
     @overload
-    def __getitem__(self, index: int) -> Row: ...
+    def __getitem__(self, number: int) -> Row: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Steps: ...
+    def __getitem__(self, numbers: slice) -> Steps: ...
 
-    def __getitem__(self, index: int | slice) -> Row | Steps:
-        if isinstance(index, slice):
-            return Steps(self.rows[index])
-        return self.rows[index]
+    def __getitem__(self, number: int | slice) -> Row | Steps:
+        """The row numbered ``number`` in the table (``steps[-1]``: the last row); a slice
+        selects by number too (``steps[3:6]`` is rows 3, 4 and 5)."""
+        if isinstance(number, slice):
+            if number.step is not None:
+                raise ValueError("steps are selected by number: no step in the slice")
+            low = -math.inf if number.start is None else number.start
+            high = math.inf if number.stop is None else number.stop
+            return Steps([row for row in self.rows if low <= row.number < high])
+        if number < 0 and -number <= len(self.rows):  # from the end, as lists count
+            return self.rows[number]
+        for row in self.rows:
+            if row.number == number:
+                return row
+        numbers = [row.number for row in self.rows]
+        shown = f"{numbers[0]} to {numbers[-1]}" if numbers else "none"
+        raise IndexError(f"no step numbered {number} here (the rows are numbered {shown})")
 
     @property
     def commands(self) -> list[Any]:
@@ -154,3 +174,13 @@ class Player:
     def steps(self) -> Steps:
         """Every step so far."""
         return Steps(list(self.history))
+
+    def replay(self, steps: Steps) -> Steps:
+        """Feed the events of ``steps`` (another player's) again, with their senders and notes."""
+        return self.play(*[(row.who, row.event, row.note) for row in steps])
+
+    def fork(self) -> Player:
+        """A second player from this one's state and history; the two go on independently."""
+        twin = Player(self.reduce, self.state, self.phase)
+        twin.history = list(self.history)
+        return twin

@@ -1,46 +1,47 @@
-"""Strip the notebooks' outputs and redraw their Mermaid cells from the phase graphs.
+"""Strip the notebooks' outputs and redraw their diagram cells from the phase graphs.
 
     .venv/bin/python examples/notebooks/tidy.py           # rewrite what needs it
     .venv/bin/python examples/notebooks/tidy.py --check   # only list it; exit 1 if any
 
 Run it after executing a notebook in Jupyter, or after changing a phase graph:
 ``tests/examples/test_notebooks.py`` fails until the committed notebooks have no outputs and
-each Mermaid cell equals its graph's ``mermaid()`` text. A Mermaid cell names its graph on the
-title line of the drawing (``turn``, ``lead``, ``titles``, ``todo_stop_guard``, ``session``).
+each diagram cell equals :func:`diagram_cell` of its part. A diagram cell shows the part's
+committed SVG (``docs/diagrams/PART.svg``, which every notebook viewer and code host displays,
+unlike Mermaid) and, under it, the caption of the main-path view: what the picture does not
+draw. The cell names its part in the SVG's file name.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 from typing import Any
 
 import nbformat
 
-import agentturn as at
-from agentturn import guard, session
+from agentturn.tools import diagrams
 
 HERE = pathlib.Path(__file__).resolve().parent
-GRAPHS = {graph.part: graph for graph in (at.TURN_GRAPH, at.LEAD_GRAPH, at.TITLE_GRAPH,
-                                          guard.GUARD_GRAPH, session.SESSION_GRAPH)}
-FENCE = "```mermaid\n"
+LINK = re.compile(r"\]\(\.\./\.\./docs/diagrams/(\w+)\.svg\)")
 LANGUAGE = {"name": "python"}
 
 
-def mermaid_cell(part: str) -> str:
-    """The source of the Markdown cell that shows the graph of ``part``."""
-    return f"{FENCE}{GRAPHS[part].mermaid()}\n```"
-
-
-def _part(source: str) -> str:
-    """The graph a Mermaid cell draws: the title between its two ``---`` lines."""
-    lines = source.splitlines()
-    title = lines[2] if len(lines) > 3 and lines[1] == lines[3] == "---" else ""
-    return title.removeprefix("title:").strip()
+def diagram_cell(part: str) -> str:
+    """The source of the Markdown cell that shows the phase graph of ``part``."""
+    caption = diagrams.caption(diagrams.main_view(diagrams.graph_of(part)))
+    return "\n".join([
+        f"![The {part} phase graph: its main path](../../docs/diagrams/{part}.svg)",
+        "",
+        *(f"- {line}" for line in caption),
+        "",
+        f"Every edge, self-loops included: `agentturn diagram {part} --full`. How to read the "
+        "picture: `docs/diagrams.md` (the docs' *Phase diagrams* page).",
+    ])
 
 
 def tidy(notebook: Any) -> bool:
-    """Strip outputs, execution counts and run metadata; redraw Mermaid cells. True if changed."""
+    """Strip outputs, execution counts and run metadata; redraw diagram cells. True if changed."""
     changed = False
     if notebook.metadata.get("language_info") != LANGUAGE:  # no interpreter version to churn
         notebook.metadata["language_info"] = dict(LANGUAGE)
@@ -51,12 +52,12 @@ def tidy(notebook: Any) -> bool:
                 cell.outputs, cell.execution_count = [], None
                 cell.metadata.pop("execution", None)
                 changed = True
-        elif cell.cell_type == "markdown" and cell.source.startswith(FENCE):
-            part = _part(cell.source)
-            if part not in GRAPHS:
-                raise SystemExit(f"a Mermaid cell draws no known graph: {part!r}")
-            if cell.source != mermaid_cell(part):
-                cell.source = mermaid_cell(part)
+        elif cell.cell_type == "markdown" and (found := LINK.search(cell.source)):
+            part = found[1]
+            if part not in diagrams.PARTS:
+                raise SystemExit(f"a diagram cell shows no known graph: {part!r}")
+            if cell.source != diagram_cell(part):
+                cell.source = diagram_cell(part)
                 changed = True
     return changed
 

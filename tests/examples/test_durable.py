@@ -507,6 +507,33 @@ def test_the_readme_demo_command_survives_its_kill(tmp_path: pathlib.Path) -> No
     assert "restarts noticed: 1" in out
     changes = next(line for line in out.splitlines() if "file CHANGES.log" in line)
     assert changes.count("wrote calc.py") == 2 and changes.count("/w1 ") == 1
+    # each input is named for what it is, not for what the session waited for
+    assert ('user: Lead "also add a docstring"   (the session waits for a permission decision '
+            'for w1)') in out
+    assert "user: close the session   (the session waits for a prompt or a close)" in out
+    assert not list(tmp_path.glob("agentturn-durable-*")), "the demo left its data folder"
+
+
+def test_the_demo_refuses_a_kill_point_it_never_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    """``demo --kill-at bogus`` is a usage error: one line on stderr, exit 2, nothing run."""
+    from examples.durable import cli
+
+    assert cli.main(["demo", "--kill-at", "bogus"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("python -m examples.durable demo: --kill-at 'bogus' is no kill point "
+                          "of the demo; choose one of persist:t1/p1:start, ")
+    assert "tool:w1:renamed" in err and "trace:start" in err
+
+
+def test_the_demo_inputs_are_named_for_what_they_are() -> None:
+    from examples.durable.cli import describe_input
+
+    assert [describe_input(message) for message in DEMO_INPUTS] == [
+        'prompt "Create calc.py with an add function, then run the tests"',
+        'Lead "also add a docstring"', 'Lead "and keep it to one line"',
+        'prompt "Then write a README"', "allow w1 (a permission decision)",
+        'prompt "Run the tests"', "Stop", "close the session"]
 
 
 # --- PostgreSQL, two workers --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The trace reader under fuzzing, the README's recipes, and traces of fuzzed sessions.
+"""The trace reader under fuzzing, the traces how-to's recipes, and traces of fuzzed sessions.
 
 Hypothesis mutates real traces (bytes flipped, lines dropped, duplicated and reordered, fields
 retyped, deep nesting, huge numbers, control and separator characters) and draws arbitrary
@@ -136,9 +136,9 @@ def test_every_trace_of_a_fuzzed_session_checks_clean(seed: int, tmp_path: pathl
 
 def test_the_readmes_trace_recipes_run_and_check(tmp_path: pathlib.Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's turn and session recipes, run as they are, write traces that check."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Record a trace"):text.index("**Exit codes**")]
+    """The traces how-to's turn and session recipes, run as they are, write traces that check."""
+    text = (ROOT / "docs" / "howto" / "traces.md").read_text(encoding="utf-8")
+    section = text[text.index("## Record a trace"):text.index("## Check it and explain it")]
     blocks = re.findall(r"```python\n(.+?)\n```", section, re.S)
     assert len(blocks) == 2
     cwd = os.getcwd()
@@ -146,7 +146,7 @@ def test_the_readmes_trace_recipes_run_and_check(tmp_path: pathlib.Path,
     try:
         namespace: dict[str, object] = {}
         for block in blocks:
-            exec(compile(block, "README.md", "exec"), namespace)
+            exec(compile(block, "docs/howto/traces.md", "exec"), namespace)
     finally:
         os.chdir(cwd)
     for name in ("turn.jsonl", "session.jsonl"):
