@@ -25,6 +25,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
@@ -67,19 +68,38 @@ class Value:
     ``Name(field=value, ...)`` with the fields attrs would show.
     """
 
-    __slots__ = ()
+    # The speed tricks of this class, in this one place, for whoever compares and hashes values
+    # over and over (the explorer's fingerprints, a host's sets of states):
+    # * the hash is computed once and kept in this slot: a value is frozen and its fields are
+    #   values or immutable builtins, so its hash never changes. The slot is empty until the
+    #   first ``hash()``; trusted constructors (:mod:`agentturn._trusted`) leave it so, and
+    #   pickling does not carry it;
+    # * the compared fields are read by one ``operator.attrgetter`` per class (in C) into a
+    #   tuple, and compared or hashed as that tuple: the semantics attrs gives (``==`` field by
+    #   field, in order, each item's identity first, as a tuple compares);
+    # * a value is equal to itself at once: states share most of their parts. (Comparing the
+    #   cached hashes first would cost an exception whenever one is not computed yet, as in a
+    #   reducer, which never hashes; a dict or set compares hashes before calling this anyway.)
+    __slots__ = ("_cached_hash",)
+    _cached_hash: int  # the slot's type, for the checker; attrs collects no field from here
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if other.__class__ is not self.__class__:
             return NotImplemented
-        for name in _fields_of(self.__class__)[0]:
-            if not getattr(self, name) == getattr(other, name):
-                return False
-        return True
+        compared = _GETTERS.get(self.__class__) or _getter(self.__class__)
+        return bool(compared(self) == compared(other))
 
     def __hash__(self) -> int:
-        return hash((self.__class__, *[getattr(self, name)
-                                       for name in _fields_of(self.__class__)[0]]))
+        try:
+            return self._cached_hash
+        except AttributeError:
+            pass
+        compared = _GETTERS.get(self.__class__) or _getter(self.__class__)
+        found = hash((self.__class__, compared(self)))
+        _HASH_SLOT.__set__(self, found)
+        return found
 
     def __repr__(self) -> str:
         busy: set[int] | None = getattr(_repr_context, "busy", None)
@@ -97,6 +117,9 @@ class Value:
             busy.discard(id(self))
 
 
+#: The member descriptor of :class:`Value`'s hash slot: reading and filling it directly skips a
+#: frozen class's ``__setattr__``, which refuses every assignment.
+_HASH_SLOT: Any = Value.__dict__["_cached_hash"]
 _repr_context = threading.local()
 _FIELDS: dict[type, tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
 
@@ -111,6 +134,24 @@ def _fields_of(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]
         found = _FIELDS[cls] = (tuple(field.name for field in fields if field.eq),
                                 tuple((field.name, field.repr) for field in fields
                                       if field.repr))
+    return found
+
+
+#: Per class, the function that reads its compared fields into a tuple (see :class:`Value`).
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    names = _fields_of(cls)[0]
+    found: Callable[[Any], tuple[Any, ...]]
+    if len(names) >= 2:
+        found = operator.attrgetter(*names)  # already a tuple, built in C
+    elif names:
+        single = operator.attrgetter(names[0])
+        found = lambda value: (single(value),)  # noqa: E731 - one field: still a tuple
+    else:
+        found = lambda value: ()  # noqa: E731 - no compared field
+    _GETTERS[cls] = found
     return found
 
 

@@ -61,6 +61,9 @@ from agentturn import guard as g
 from agentturn import session as ss
 from agentturn.testing import EngineResponse, ScriptedHost
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run as a script: walks.py
+import walks  # found through the line above
+
 #: One recorded event: its class, its plain fields, and the fields that hold values the host
 #: builds too (the tool calls of a response), as ``(name, ((class, fields), ...))``.
 Spec = tuple[type, dict[str, Any], tuple[tuple[str, tuple[tuple[type, dict[str, Any]], ...]], ...]]
@@ -69,7 +72,8 @@ CONFIG = ss.SessionConfig(chat_id="chat-1", guard=g.GuardConfig(todo_stop_guard=
                                                                  daemon=True))
 TOOLS = ("read_file", "grep", "edit_file", "run_tests", "list_dir")
 ARGS = '{"path": "src/parser.py", "pattern": "def parse", "limit": 200}'
-OUTPUT = "def parse(text: str) -> Tree:\n    ...\n" * 8
+#: A tool's output: Python source with a non-ASCII comment, as real files have.
+OUTPUT = "def parse(text: str) -> Tree:  # Ünicode → Baum\n    ...\n" * 8
 
 
 def _todos(done: int, total: int = 4) -> dict[str, Any]:
@@ -118,7 +122,7 @@ class DaemonWorld(ScriptedHost):
                 self.done = 4
                 calls = (at.ToolCall(call_id=f"c{number}-todo", name="todo_write",
                                      arguments="{}"),)
-            return EngineResponse(text="Done: the parser uses the new tree API and the tests pass.",
+            return EngineResponse(text="Done: the parser uses the new tree API — tests pass ✓",
                                   raw_finish_reason="tool_use" if calls else "end_turn",
                                   calls=calls)
         calls = tuple(
@@ -149,7 +153,7 @@ class DaemonWorld(ScriptedHost):
             if self.counted["tools"] % 11 == 0:  # typed while this tool runs
                 self.counted["leads"] += 1
                 lead = at.LeadSubmitted(chat_id="chat-1", lead_id=f"lead-{self.counted['leads']}",
-                                        text="Also keep the old entry point as a deprecated alias.")
+                                        text="Keep the old entry point as an alias (≥ 2 releases).")
                 return [lead, *answers]
         return answers
 
@@ -180,10 +184,10 @@ def record_trace(rounds: int = 40) -> list[Spec]:
     for turn in (1, 2):
         events: list[at.Event] = [at.PromptSubmitted(
             turn_id=f"t{turn}", message_id=f"m{turn}",
-            text="Port the parser to the new tree API and keep the tests green.")]
+            text="Port the parser to the new tree API — tests green (日本語 too).")]
         if turn == 1:
             events.append(ss.PromptQueued(prompt_id="q1", message_id="mq1",
-                                          text="Then update the changelog."))
+                                          text="Then update the changelog « Änderungen »."))
         host.send(*events)
     if host.state.phase is not ss.SessionPhase.IDLE or host.state.fifo or host.held:
         raise SystemExit("the recorded session did not end idle with the queue empty")
@@ -204,6 +208,29 @@ def trace_summary(trace: list[Spec]) -> str:
     for cls, _, _ in trace:
         counts[cls.__name__] = counts.get(cls.__name__, 0) + 1
     return ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda x: -x[1]))
+
+
+def time_reduce(events: list[object], loops: int) -> float:
+    """``session.reduce`` alone over the recorded trace's events, built beforehand."""
+    reduce, create = ss.reduce, ss.Session.create
+    started = time.perf_counter_ns()
+    for _ in range(loops):
+        state = create(CONFIG)
+        for event in events:
+            state = reduce(state, event).state
+    return (time.perf_counter_ns() - started) / (loops * len(events))
+
+
+def time_build(trace: list[Spec], loops: int) -> float:
+    """Building the recorded trace's events alone, as :func:`time_step` builds them."""
+    started = time.perf_counter_ns()
+    for _ in range(loops):
+        for cls, fields, nested in trace:
+            if nested:
+                fields = {**fields, **{name: tuple(item(**values) for item, values in items)
+                                       for name, items in nested}}
+            cls(**fields)
+    return (time.perf_counter_ns() - started) / (loops * len(trace))
 
 
 def time_step(trace: list[Spec], loops: int) -> float:
@@ -607,6 +634,33 @@ def _spread(values: list[float]) -> str:
            f"range {ordered[0]:.2f}-{ordered[-1]:.2f}"
 
 
+def walk_figures(args: argparse.Namespace) -> None:
+    """The explorer's and the fuzzer's cost against the reduce they check (paired, interleaved),
+    and the deep walk's wall time with one and two workers (see ``walks.py``)."""
+    explore_ratios, fuzz_ratios = [], []
+    for _ in range(args.walk_repeats):
+        walk, reduce, transitions = walks.explore_pair()
+        explore_ratios.append(walk / reduce)
+        step, reduce, steps = walks.fuzz_pair()
+        fuzz_ratios.append(step / reduce)
+    print(f"ratio explore transition/reduce: {statistics.median(explore_ratios):.2f}")
+    print(f"  paired ratios explore transition/reduce: {_spread(explore_ratios)} "
+          f"(daemon/armed to depth 4, {transitions} transitions, one worker)")
+    print(f"ratio fuzz step/reduce: {statistics.median(fuzz_ratios):.2f}")
+    print(f"  paired ratios fuzz step/reduce: {_spread(fuzz_ratios)} ({steps} steps)")
+    if args.explore_depth < 1:
+        return
+    before = walks.parallel_capacity()
+    two, states, transitions = walks.explore_wall(args.explore_depth, 2)
+    print(f"explore depth {args.explore_depth} wall seconds, 2 workers: {two:.1f}")
+    print(f"  ({states} states, {transitions} transitions, five starts)")
+    one, _, _ = walks.explore_wall(args.explore_depth, 1)
+    after = walks.parallel_capacity()
+    print(f"explore speedup 2 workers/1: {one / two:.2f}")
+    print(f"  (one worker: {one:.1f} s wall; cores two processes got at the time, "
+          f"before and after: {before:.2f}, {after:.2f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=31, help="interleaved repeats")
@@ -614,6 +668,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-rounds", type=int, default=1_000_000,
                         help="tool rounds for the second state size")
     parser.add_argument("--import-runs", type=int, default=15, help="fresh interpreters each")
+    parser.add_argument("--walk-repeats", type=int, default=5,
+                        help="paired explorer and fuzzer measurements")
+    parser.add_argument("--explore-depth", type=int, default=6,
+                        help="depth of the timed five-start walk (0: skip it)")
     args = parser.parse_args(argv)
 
     trace = record_trace()
@@ -623,6 +681,10 @@ def main(argv: list[str] | None = None) -> int:
     turn_start, turn_events = one_call_rounds()
     timers: dict[str, Callable[[], float]] = {
         "step": lambda: time_step(trace, args.loops),
+        "reduce": lambda: time_reduce(events, args.loops),
+        "build": lambda: time_build(trace, args.loops),
+        "non-ascii build": lambda: walks.time_text_build(walks.NON_ASCII_OUTPUT, 20 * args.loops),
+        "ascii build": lambda: walks.time_text_build(walks.ASCII_OUTPUT, 20 * args.loops),
         "floor": lambda: time_floor(events, args.loops),
         "transitions": lambda: time_transitions(cycle, count),
         "limit": lambda: time_limit(events, args.loops),
@@ -648,6 +710,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.repeats} interleaved repeats (order rotated); ns per event")
     print(f"trace: {trace_summary(trace)}")
     labels = {"step": "step (build the event + session.reduce)",
+              "reduce": "reduce (session.reduce on ready-made events)",
+              "build": "event build (the events of the trace, validated)",
+              "non-ascii build": "ToolFinished with 100 KB of non-ASCII output",
+              "ascii build": "ToolFinished with 100 KB of ASCII output",
               "floor": "floor (isinstance + 12-field attrs construction)",
               "transitions": "transitions (one trigger, bound model)",
               "limit": "limit (__slots__, positional, dict dispatch)",
@@ -659,6 +725,16 @@ def main(argv: list[str] | None = None) -> int:
     for other in ("floor", "transitions", "limit"):
         print(f"ratio step/{other}: {statistics.median(ratios[other]):.2f}")
         print(f"  paired ratios step/{other}: {_spread(ratios[other])}")
+    for label, (top, bottom) in {"reduce/floor": ("reduce", "floor"),
+                                 "event build/floor": ("build", "floor"),
+                                 "non-ascii build/ascii build": ("non-ascii build",
+                                                                 "ascii build")}.items():
+        values = paired(top, bottom)
+        print(f"ratio {label}: {statistics.median(values):.2f}")
+        print(f"  paired ratios {label}: {_spread(values)}")
+    steps_per_second = 1e9 / statistics.median(samples["step"])
+    print(f"daemon session steps per core per second: {steps_per_second:,.0f}")
+    walk_figures(args)
     # Why step/floor stays where it is: the skeleton is what any step composed of immutable
     # parts pays before its first decision. And the turn alone, on the trace issue 13's
     # "about 4.8" was measured on, for comparison with that figure.

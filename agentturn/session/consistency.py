@@ -15,9 +15,12 @@ reaches, beside the rules only a run can break).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..lead import MAX_PENDING
 from ..turn.state import LATE_MEMORY, SAVING_PHASES, TurnPhase, TurnState
-from .state import SessionPhase, SessionState
+from .ring import EventRing
+from .state import SessionConfig, SessionPhase, SessionState
 from .tick import ISSUED_MEMORY
 
 __all__ = ["inconsistencies"]
@@ -68,9 +71,22 @@ def _turn(turn: TurnState) -> list[str]:
     return found
 
 
+#: The last turn checked, and the last ring with its configuration, each with what was found.
+#: A checker asks about state after state, and most steps leave the ring as it was, many the
+#: turn: a part held here (by identity: it is kept, so its id cannot be reused; frozen, so it
+#: cannot change) is not checked again. Each is replaced whole, so a caller in another thread
+#: reads a consistent one.
+_last_turn: tuple[Any, tuple[str, ...]] = (None, ())
+_last_ring: tuple[Any, Any, tuple[str, ...]] = (None, None, ())
+
+
 def inconsistencies(state: SessionState) -> tuple[str, ...]:
     """Every way ``state`` disagrees with itself, one line each (empty: it agrees)."""
-    found = _turn(state.turn)
+    global _last_turn, _last_ring
+    turn_memo = _last_turn
+    if turn_memo[0] is not state.turn:
+        turn_memo = _last_turn = (state.turn, tuple(_turn(state.turn)))
+    found = list(turn_memo[1])
     if state.phase is SessionPhase.DRAINING and not state.drain_id:
         found.append("phase DRAINING has no drain_id")
     if state.phase is SessionPhase.HOOKS and not state.hook_run:
@@ -89,9 +105,16 @@ def inconsistencies(state: SessionState) -> tuple[str, ...]:
                      "deferred_prompts")
     if prompts - held:
         found.append(f"deferred_prompts holds {sorted(prompts - held)!r} for no held turn")
-    ring = state.ring
-    if (ring.capacity, ring.pinned_capacity) != (state.config.ring_capacity,
-                                                 state.config.ring_pinned):
+    ring_memo = _last_ring
+    if ring_memo[0] is not state.ring or ring_memo[1] is not state.config:
+        ring_memo = _last_ring = (state.ring, state.config, _ring(state.ring, state.config))
+    found += ring_memo[2]
+    return tuple(found)
+
+
+def _ring(ring: EventRing, config: SessionConfig) -> tuple[str, ...]:
+    found: list[str] = []
+    if (ring.capacity, ring.pinned_capacity) != (config.ring_capacity, config.ring_pinned):
         found.append("ring.capacity and ring.pinned_capacity differ from the configuration's")
     for name in ("live", "pinned"):
         seqs = [entry.seq for entry in getattr(ring, name)]

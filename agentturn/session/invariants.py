@@ -29,7 +29,7 @@ may run them on its recorded traffic.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .. import commands as c
 from .. import events as e
@@ -40,7 +40,6 @@ from ..records import ToolResultRecord, UserMessageRecord
 from ..turn.state import TurnPhase
 from . import fifo
 from . import vocabulary as sv
-from .reducer import outstanding
 from .ring import EntryKind
 from .state import SessionPhase, SessionState
 from .waiting import WaitKind, waiting_for
@@ -125,12 +124,28 @@ def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -
     return fates
 
 
+#: The last state :func:`lost_texts` saw before a step, and the last it saw after one, each with
+#: what it held (by identity: the state is kept, so its id cannot be reused). A walk checks every
+#: move from one state in a row (the first), and a random walk goes on from the state its step
+#: made (the second). Each is replaced whole, never changed in place, so a caller in another
+#: thread reads a consistent pair.
+_held_before: tuple[Any, set[Key]] = (None, set())
+_held_after: tuple[Any, set[Key]] = (None, set())
+
+
 def lost_texts(before: SessionState, event: object, after: SessionState,
                commands: tuple[Command, ...]) -> list[str]:
     """*No text lost* for one accepted step: what was held or brought in and is now neither
     held nor at a terminal fate (an empty list when nothing is lost)."""
+    global _held_before, _held_after
     problems: list[str] = []
-    missing = (held_texts(before) | _brought(event, commands)) - held_texts(after) - _fates(
+    memo = _held_before
+    if memo[0] is not before:
+        made = _held_after
+        memo = _held_before = made if made[0] is before else (before, held_texts(before))
+    held_after = held_texts(after)
+    _held_after = (after, held_after)
+    missing = (memo[1] | _brought(event, commands)) - held_after - _fates(
         before, event, commands)
     if missing:
         problems.append(f"no text lost: {sorted(missing)} vanished")
@@ -169,8 +184,8 @@ def stuck(state: SessionState) -> list[str]:
             problems.append(f"never stuck: waits for background {item.answer_id!r} that is gone")
         if item.kind is WaitKind.RETRY and state.turn.resume_phase is None:
             problems.append("never stuck: waits for a retry no turn offers")
-    owed = outstanding(state)
-    if len({(o.command, o.answer_id) for o in owed}) != len(owed):
+    # ``answers`` are ``outstanding(state)``, one for one and in order (see waiting_for).
+    if len({(w.command, w.answer_id) for w in answers}) != len(answers):
         problems.append("never stuck: an awaiting command is outstanding twice")
     return problems
 

@@ -84,7 +84,8 @@ def settle(tick: Tick) -> None:
         _hold(tick, turn, message_id, text)
     if tick.s.follow_ups_due and tick.s.phase is P.IDLE:
         _follow_ups(tick, tick.s.follow_ups_due)
-    _open_retry_window(tick)
+    if tick.s.phase is P.IDLE:  # (checked here too: most steps end with a turn running)
+        _open_retry_window(tick)
 
 
 def _open_retry_window(tick: Tick) -> None:

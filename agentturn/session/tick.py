@@ -37,13 +37,15 @@ from .state import SessionPhase, SessionState
 from .vocabulary import Publish
 
 __all__ = ["ISSUED_MEMORY", "Part", "Tick", "closed_reason", "held_prompt", "remember",
-           "replace", "with_guard", "with_turn"]
+           "replace", "with_guard", "with_ring", "with_turn"]
 
 #: ``attrs.evolve`` for the session state (trusted: see :func:`agentturn._trusted.replacer`).
 replace = replacer(SessionState)
 #: The two copies nearly every message makes (one part moved, nothing else), specialised.
 with_turn = replacer(SessionState, "turn")
 with_guard = replacer(SessionState, "guard")
+#: The copy every published entry makes (a message chunk, a turn's end, a guard chunk).
+with_ring = replacer(SessionState, "ring")
 build_publish = builder(Publish)
 
 #: How many ids of drains, Stop-hook runs and timers the session remembers having issued: an

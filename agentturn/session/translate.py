@@ -24,8 +24,9 @@ automatic turns never wait on a chain that cannot continue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, cast
 
 import attrs
 
@@ -47,7 +48,7 @@ from . import background as bg
 from . import clients, stop_order
 from .ring import EntryKind, publish
 from .state import Continuation, SessionPhase
-from .tick import Decision, Part, Tick, build_publish, replace, with_guard, with_turn
+from .tick import Decision, Part, Tick, build_publish, replace, with_guard, with_ring, with_turn
 
 __all__ = ["publish_entry", "run"]
 
@@ -79,7 +80,11 @@ def run(tick: Tick) -> None:
             if changed:
                 tick.s = with_turn(s, turn)
             for command in commands:
-                _on_turn_command(tick, command)
+                translate = _TURN_COMMANDS.get(type(command))
+                if translate is None:
+                    tick.out.append(command)  # most go to the host as they are (tick.emit)
+                else:
+                    translate(tick, command)
         else:
             guard = guard_into(s.guard, message, commands)
             changed = guard is not s.guard
@@ -97,7 +102,7 @@ def publish_entry(tick: Tick, kind: EntryKind, message_id: str, text: str,
     s = tick.s
     ring, entry = publish(s.ring, kind, message_id or s.config.chat_id, text, meta)
     tick.emit(build_publish(entry=entry))
-    tick.s = replace(s, ring=ring)
+    tick.s = with_ring(s, ring)
 
 
 # --- the guard's commands ---------------------------------------------------------------------
@@ -125,25 +130,22 @@ def _on_guard_command(tick: Tick, command: Command) -> None:
 # --- the turn's commands ----------------------------------------------------------------------
 
 
-def _on_turn_command(tick: Tick, command: Command) -> None:
-    if isinstance(command, RequestModelStream):
-        _attribute(tick, command)
-        return
-    if isinstance(command, ExecuteTool):
-        call = command.call
-        s = tick.s
-        if call.name == s.config.todo_tool and not call.discovered:
-            tick.s = replace(s, todo_call=call.call_id)
-            tick.to_guard(g.TodoWriteStarted(call_id=call.call_id, turn_id=s.turn.turn_id))
-    elif isinstance(command, DecideNaturalStop):
-        stop_order.natural_stop(tick)
-        return
-    elif isinstance(command, CancelStream) and command.request_id == tick.s.withheld_request:
-        return  # the host never got that request
-    elif isinstance(command, EndTurn):
-        _turn_ended(tick, command)
-        return
+def _on_execute_tool(tick: Tick, command: ExecuteTool) -> None:
+    call = command.call
+    s = tick.s
+    if call.name == s.config.todo_tool and not call.discovered:
+        tick.s = replace(s, todo_call=call.call_id)
+        tick.to_guard(g.TodoWriteStarted(call_id=call.call_id, turn_id=s.turn.turn_id))
     tick.emit(command)
+
+
+def _on_natural_stop(tick: Tick, command: DecideNaturalStop) -> None:
+    stop_order.natural_stop(tick)
+
+
+def _on_cancel_stream(tick: Tick, command: CancelStream) -> None:
+    if command.request_id != tick.s.withheld_request:  # else the host never got that request
+        tick.emit(command)
 
 
 def _attribute(tick: Tick, request: RequestModelStream) -> None:
@@ -231,3 +233,14 @@ def _turn_ended(tick: Tick, end: EndTurn) -> None:
     tick.s = replace(tick.s, phase=P.IDLE)
     tick.ended = end
 
+
+
+#: The turn's commands the session acts on, by class (``run`` looks each up by its exact
+#: class); every other command goes to the host as it is.
+_TURN_COMMANDS: Mapping[type, Callable[[Tick, Any], None]] = MappingProxyType({
+    RequestModelStream: _attribute,
+    ExecuteTool: _on_execute_tool,
+    DecideNaturalStop: _on_natural_stop,
+    CancelStream: _on_cancel_stream,
+    EndTurn: _turn_ended,
+})

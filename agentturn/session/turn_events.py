@@ -71,9 +71,10 @@ CLOSED_LEAD = "This chat is closed; your text was not sent and is kept as a draf
 _STREAM_PHASES = (TurnPhase.AWAITING_STREAM, TurnPhase.STREAMING)
 
 
-def to_turn(tick: Tick, event: object) -> None:
-    """An event only the turn needs to hear."""
-    tick.to_turn(event)
+#: The handler of an event only the turn needs to hear: ``to_turn(tick, event)`` queues it for
+#: the turn as it is. (The method itself, not a function that calls it: the commonest events,
+#: a write's acknowledgement first, cost one call less.)
+to_turn = Tick.to_turn
 
 
 def on_prompt(tick: Tick, event: PromptSubmitted) -> None:

@@ -3,8 +3,10 @@
 ``agentturn demo [--trace FILE] [--daemon-trace FILE]`` prints the scripted turn and the daemon
 scene (and writes their traces); ``agentturn check FILE`` replays a trace and compares its
 commands with the spec's; ``agentturn explain FILE`` tells a trace's story in plain words;
-``agentturn diagram PART`` draws a phase graph; ``agentturn explore --depth N`` walks every
-session state reachable in N moves over a small event alphabet derived from each state, and
+``agentturn diagram PART`` draws a phase graph's main path (``--full``: every edge; ``--format
+dot``: Graphviz text; ``stop-order``: the stop order as a flowchart); ``agentturn explore
+--depth N`` model-checks every session state reachable in N moves over a small event alphabet
+derived from each state (``--workers N``, ``--coverage``, ``--counterexample FILE``), and
 ``agentturn fuzz --steps N --seed S`` walks at random; both check every step's invariants.
 
 Every input file is read as hostile: whatever is wrong with it ends in one line on stderr and
@@ -39,7 +41,8 @@ EXIT_CODES = """exit codes:
      that is unreadable, truncated, reordered, edited (check, explain) or of another version"""
 
 #: The longest walk ``explore`` takes: each level costs about five times the one before (depth
-#: 6 is about 20 s and 100 MB; 8 is the most that fits a laptop's patience and memory).
+#: 6 from the five starts is about 80 s of CPU and 420 MB at its peak; 8 is the most that fits
+#: a laptop's patience and memory).
 MAX_DEPTH = 8
 #: The largest trace file ``check`` and ``explain`` read.
 MAX_TRACE_BYTES = 256 * 1024 * 1024
@@ -186,11 +189,15 @@ def _report_violations(violations: Any, show: int) -> int:
 
 def _explore(args: argparse.Namespace) -> int:
     from . import explore
+    from .explore.counterexample import program, trace_lines
 
     configs = list(explore.CONFIGS) if args.config == "all" else [args.config]
     starts = list(explore.STARTS) if args.start == "all" else [args.start]
+    workers = args.workers or explore.default_workers()
     status = states = transitions = 0
     seconds = 0.0
+    covered = None
+    first_new = None
     for config in configs:
         for start in starts:
             label = f"explore {config}/{start}"
@@ -199,14 +206,29 @@ def _explore(args: argparse.Namespace) -> int:
                 _progress(f"{label}: level {level} of {args.depth} done, {nodes} nodes")
 
             report = explore.explore(args.depth, config, start, clock=time.perf_counter,
-                                     progress=progress)
+                                     progress=progress, workers=workers)
             _say(report.summary())
             status |= _report_violations(report.violations, args.show)
+            for violation in report.new_violations[:args.show]:
+                _say(program(violation))
+            if first_new is None and report.new_violations:
+                first_new = report.new_violations[0]
             states += report.states
             transitions += report.transitions
             seconds += report.seconds
+            if report.coverage is not None:
+                covered = report.coverage if covered is None else covered.merge(report.coverage)
     _say(f"total: {states} states, {transitions} transitions, depth {args.depth}, "
-         f"{seconds:.1f} s")
+         f"{seconds:.1f} s, {workers} worker(s)")
+    if args.coverage and covered is not None:
+        _say(covered.summary())
+    if args.counterexample is not None:
+        if first_new is None:
+            _say(f"no rule broken: no counterexample written to {args.counterexample}")
+        else:
+            _write(args.counterexample, trace_lines(first_new))
+            _say(f"the shortest counterexample ({first_new.rule}) was written to "
+                 f"{args.counterexample}: agentturn check / explain read it")
     return status
 
 
@@ -275,9 +297,17 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--unsealed", action="store_true",
                          help="tell the story of a trace whose digest does not match (edited "
                               "after it was written), with a warning on the first line")
-    diagram = command("diagram", "print a part's phase graph as Mermaid")
-    diagram.add_argument("part", metavar="PART", nargs="?", choices=_PARTS,
-                         help=f"one of {', '.join(_PARTS)}")
+    diagram = command("diagram", "print a part's phase graph as Mermaid (or Graphviz dot)")
+    diagram.add_argument("part", metavar="PART", nargs="?", choices=(*_PARTS, "stop-order"),
+                         help=f"one of {', '.join(_PARTS)}; or stop-order, the session's "
+                              "stop order as a flowchart")
+    diagram.add_argument("--full", action="store_true",
+                         help="draw every declared edge, self-loops included (default: the "
+                              "main path, with absorbed and folded events in a caption)")
+    diagram.add_argument("--format", choices=("mermaid", "dot", "caption"), default="mermaid",
+                         help="mermaid (default); dot, for Graphviz: agentturn diagram turn "
+                              "--format dot | dot -Tsvg -o turn.svg; or caption, the main "
+                              "view's caption alone")
     configs = ["daemon", "interactive", "supersede", "all"]
     starts = ["new", "armed", "draining", "permission", "naming", "all"]
     walk = command("explore", "check every session state reachable in N moves")
@@ -290,6 +320,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="the state the walk starts from (default all)")
     walk.add_argument("--show", type=_ranged(0, 1000), default=5, metavar="K",
                       help="new violations to print in full (default 5)")
+    walk.add_argument("--workers", type=_ranged(1, 256), default=0, metavar="N",
+                      help="worker processes (default: the cores available; the result is the "
+                           "same for any number)")
+    walk.add_argument("--coverage", action="store_true",
+                      help="list every declared (phase, event) edge of every part the walks "
+                           "never reached")
+    walk.add_argument("--counterexample", metavar="FILE",
+                      help="write the first new violation's shortest sequence to FILE as a "
+                           "session trace, which agentturn check and explain read")
     fuzz = command("fuzz", "random walks through the session, checked each step")
     fuzz.add_argument("--steps", type=_ranged(1, MAX_STEPS), default=100_000, metavar="N",
                       help="steps in all (default 100000; progress every 100000)")
@@ -308,14 +347,22 @@ def _diagram(args: argparse.Namespace) -> int:
     if args.part is None:
         _say("agentturn diagram PART: choose a part: " + ", ".join(_PARTS), error=True)
         return 2
-    from .. import LEAD_GRAPH, TITLE_GRAPH, TURN_GRAPH, PhaseGraph
-    from ..guard import GUARD_GRAPH
-    from ..session import SESSION_GRAPH
+    from . import diagrams
 
-    graphs: dict[str, PhaseGraph[Any]] = {
-        "turn": TURN_GRAPH, "lead": LEAD_GRAPH, "titles": TITLE_GRAPH, "guard": GUARD_GRAPH,
-        "session": SESSION_GRAPH}
-    _say(graphs[args.part].mermaid())
+    dot = args.format == "dot"
+    if args.part == "stop-order":
+        chart = diagrams.STOP_ORDER
+        _say(diagrams.flowchart_dot(chart) if dot else diagrams.flowchart_mermaid(chart))
+        return 0
+    graph = diagrams.graph_of(args.part)
+    if args.format == "caption":
+        _say("\n".join(diagrams.caption(diagrams.main_view(graph))) if not args.full else "")
+        return 0
+    if args.full:
+        _say(diagrams.dot(diagrams.full_view(graph)) if dot else graph.mermaid())
+    else:
+        view = diagrams.main_view(graph)
+        _say(diagrams.dot(view) if dot else diagrams.mermaid(view))
     return 0
 
 

@@ -34,6 +34,7 @@ from ..commands import (
 )
 from ..errors import UnknownId
 from ..records import (
+    CutOffSignal,
     FinishKind,
     OutcomeKind,
     ResponseRecord,
@@ -47,6 +48,30 @@ from .state import NextStep, TurnPhase, TurnState
 P = TurnPhase
 #: ``attrs.evolve`` for TurnState, at the cost of one C call per field (see ``replacer``).
 replace = replacer(TurnState)
+# The copies of a tool round's steps, the commonest a turn takes. Speed, in this one place: a
+# step copies the 23-field TurnState, and ``replace`` matches keywords and tests every field;
+# each copy below takes exactly the fields it names, positionally, and copies the rest as they
+# are, at about half the cost (``benchmarks/README.md``). Everything else reads ``replace``.
+#: ``(state, phase, persist_seq, persisting, batch)``: a write goes out (:func:`persist`).
+copy_for_write = replacer(TurnState, "phase", "persist_seq", "persisting", "batch")
+#: ``(state, phase, persist_seq, persisting, batch, tool_in_flight, next_call)``: a tool's
+#: result goes out (:func:`persist_result`).
+copy_for_result = replacer(TurnState, "phase", "persist_seq", "persisting", "batch",
+                           "tool_in_flight", "next_call")
+#: ``(state, phase, persist_seq, persisting, batch, finish_reason, calls, next_call,
+#: next_step)``: a response goes out (:func:`persist_response`).
+copy_for_response = replacer(TurnState, "phase", "persist_seq", "persisting", "batch",
+                             "finish_reason", "calls", "next_call", "next_step")
+#: ``(state, persisting, batch)``: the write in flight was acknowledged.
+copy_write_done = replacer(TurnState, "persisting", "batch")
+#: ``(state, phase, tool_in_flight)``: a call waits for permission or runs.
+copy_for_call = replacer(TurnState, "phase", "tool_in_flight")
+#: ``(state, phase, request_leads)``: a stream opened.
+copy_for_stream = replacer(TurnState, "phase", "request_leads")
+#: ``(state, phase, request_seq, lead, calls, next_call, stop_decided, request_leads,
+#: next_step)``: the next model request goes out (:func:`next_request`).
+copy_for_request = replacer(TurnState, "phase", "request_seq", "lead", "calls", "next_call",
+                            "stop_decided", "request_leads", "next_step")
 # The trusted constructors (see ``builder``) of what a step makes from validated values.
 new_persist = builder(Persist)
 new_request = builder(RequestModelStream)
@@ -82,6 +107,13 @@ CUT_OFF = {
     FinishKind.OTHER: (OutcomeKind.UNRECOGNIZED_FINISH, "The engine ended the response in a way "
                        "not known to be a normal completion"),
 }
+#: What showed a cut that the finish reason did not admit (engines mislabel cut-off responses).
+CUT_EVIDENCE = {
+    CutOffSignal.OUTPUT_TOKEN_LIMIT: "the output tokens reached the request's limit",
+    CutOffSignal.UNCLOSED_TOOL_BLOCK: "the stream ended inside an unclosed tool-call block",
+    CutOffSignal.UNPARSABLE_ARGUMENTS_AT_LIMIT: "a tool call's arguments stop mid-JSON at the "
+                                                "output limit",
+}
 ENDED_OTHERWISE = (ToolResultStatus.SKIPPED, "Not run: the turn ended first.")
 NOT_CONTINUED = (ToolResultStatus.SKIPPED,
                  "Not run: the turn stopped on an error and was not continued.")
@@ -99,9 +131,31 @@ def make_outcome(state: TurnState, kind: OutcomeKind, message: str,
 def persist(state: TurnState, records: tuple[Record, ...], phase: TurnPhase,
             out: Commands, **changes: Any) -> TurnState:
     """Send one write and wait for it in ``phase``; ``changes`` join the same new state."""
-    changes.update(phase=phase, persist_seq=state.persist_seq + 1, persisting=True,
-                   batch=records)
-    state = replace(state, **changes)
+    if changes:
+        changes.update(phase=phase, persist_seq=state.persist_seq + 1, persisting=True,
+                       batch=records)
+        state = replace(state, **changes)
+    else:
+        state = copy_for_write(state, phase, state.persist_seq + 1, True, records)
+    out.append(new_persist(key=state.persist_key, records=records))
+    return state
+
+
+def persist_response(state: TurnState, response: ResponseRecord, next_step: NextStep,
+                     out: Commands) -> TurnState:
+    """Write a completed response: its calls are the current ones, none has a result yet."""
+    records = (response,)
+    state = copy_for_response(state, P.SAVING_RESPONSE, state.persist_seq + 1, True, records,
+                              response.finish_reason, response.tool_calls, 0, next_step)
+    out.append(new_persist(key=state.persist_key, records=records))
+    return state
+
+
+def persist_result(state: TurnState, result: ToolResultRecord, out: Commands) -> TurnState:
+    """Write the running call's result: the call no longer runs, the next one is current."""
+    records = (result,)
+    state = copy_for_result(state, P.SAVING_RESULTS, state.persist_seq + 1, True, records,
+                            False, state.next_call + 1)
     out.append(new_persist(key=state.persist_key, records=records))
     return state
 
@@ -114,47 +168,40 @@ def results_for_rest(state: TurnState, status: ToolResultStatus,
     )
 
 
-def next_request(state: TurnState, out: Commands, **changes: Any) -> TurnState:
+def next_request(state: TurnState, out: Commands) -> TurnState:
     limit = state.config.max_requests
     if limit is not None and state.request_seq >= limit:
-        state = replace(state, **changes) if changes else state
         return finalize(state, out, make_outcome(
             state, OutcomeKind.ACTION_BUDGET,
             f"The turn reached the host's limit of {limit} model requests."))
     queue, taken = lead.take_saved_entries(state.lead)
     retry = state.next_step is NextStep.RETRY
-    state = replace(state, phase=P.AWAITING_STREAM, request_seq=state.request_seq + 1,
-                    lead=queue, calls=(), next_call=0, stop_decided=False, request_leads=taken,
-                    next_step=NextStep.RETRY if retry else NextStep.REQUEST, **changes)
+    state = copy_for_request(state, P.AWAITING_STREAM, state.request_seq + 1, queue, (), 0,
+                             False, taken, NextStep.RETRY if retry else NextStep.REQUEST)
     out.append(new_request(request_id=state.request_id,
                                    lead_ids=tuple(entry.lead_id for entry in taken),
                                    corrective=retry))
     return state
 
 
-def start_call(state: TurnState, out: Commands, **changes: Any) -> TurnState:
+def start_call(state: TurnState, out: Commands) -> TurnState:
     call = state.calls[state.next_call]
     if call.needs_permission:
         out.append(new_ask_permission(call=call))
-        return replace(state, phase=P.AWAITING_PERMISSION, **changes)
+        return copy_for_call(state, P.AWAITING_PERMISSION, state.tool_in_flight)
     out.append(new_execute_tool(call=call))
-    return replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True, **changes)
+    return copy_for_call(state, P.RUNNING_TOOL, True)
 
 
-def advance(state: TurnState, out: Commands, **changes: Any) -> TurnState:
-    """Pick the next action at a boundary (see the module docstring for the order).
-
-    ``changes`` (for fields this function does not read: ``persisting``, ``batch``) join the one
-    new state the step builds.
-    """
+def advance(state: TurnState, out: Commands) -> TurnState:
+    """Pick the next action at a boundary (see the module docstring for the order)."""
     pending = bool(state.lead.entries)  # Lead bookkeeping only while instructions are pending
     if pending and lead.has_unsaved(state.lead):
-        return replace(state, phase=P.AWAITING_LEAD_SAVES, **changes)
+        return replace(state, phase=P.AWAITING_LEAD_SAVES)
     leads_ready = pending and bool(lead.saved_ids(state.lead))
     if leads_ready and state.next_call < len(state.calls):
         skipped = results_for_rest(state, ToolResultStatus.SKIPPED, LEAD_SKIP)
-        changes["next_call"] = len(state.calls)
-        return persist(state, skipped, P.SAVING_RESULTS, out, **changes)
+        return persist(state, skipped, P.SAVING_RESULTS, out, next_call=len(state.calls))
     finishing = state.next_step is NextStep.FINISH or state.next_step is NextStep.FINISH_EMPTY
     if not leads_ready and state.next_call == len(state.calls) and finishing:
         # The end needs no model: it is not held for a naming request still running.
@@ -162,8 +209,7 @@ def advance(state: TurnState, out: Commands, **changes: Any) -> TurnState:
             # A session applies its stop order here; Lead admission stays open meanwhile.
             out.append(DecideNaturalStop(turn_id=state.turn_id, request_id=state.request_id,
                                          empty=state.next_step is NextStep.FINISH_EMPTY))
-            return replace(state, phase=P.AWAITING_STOP_DECISION, **changes)
-        state = replace(state, **changes) if changes else state
+            return replace(state, phase=P.AWAITING_STOP_DECISION)
         if state.next_step is NextStep.FINISH:
             return finalize(state, out, make_outcome(state, OutcomeKind.FINISHED,
                                                   "The agent finished."))
@@ -172,10 +218,10 @@ def advance(state: TurnState, out: Commands, **changes: Any) -> TurnState:
             "The model ended its turn without any text or tool call."))
     if titles.naming_in_flight(state.title):
         # TT-3: tools and requests wait for the naming request.
-        return replace(state, phase=P.AWAITING_TITLE, **changes)
+        return replace(state, phase=P.AWAITING_TITLE)
     if not leads_ready and state.next_call < len(state.calls):
-        return start_call(state, out, **changes)
-    return next_request(state, out, **changes)
+        return start_call(state, out)
+    return next_request(state, out)
 
 
 def finalize(state: TurnState, out: Commands, outcome: TurnOutcome | None = None,

@@ -6,6 +6,7 @@ import attrs
 
 from .. import lead, titles
 from .._base import AwaitingCommand, Value
+from .._trusted import builder
 from ..commands import (
     AskPermission,
     DecideNaturalStop,
@@ -31,6 +32,11 @@ class Outstanding(Value):
     answer_id: str
 
 
+#: The trusted constructor (see ``builder``): the ids come from the state, and a checker asks
+#: about every state it reaches.
+_new = builder(Outstanding)
+
+
 def outstanding(state: TurnState) -> tuple[Outstanding, ...]:
     """Every awaiting command this chat is still waiting on, oldest kind first.
 
@@ -38,18 +44,18 @@ def outstanding(state: TurnState) -> tuple[Outstanding, ...]:
     """
     found: list[Outstanding] = []
     if state.persisting:
-        found.append(Outstanding(command=Persist, answer_id=state.persist_key))
+        found.append(_new(command=Persist, answer_id=state.persist_key))
     if state.phase is P.AWAITING_STREAM or state.phase is P.STREAMING:
-        found.append(Outstanding(command=RequestModelStream, answer_id=state.request_id))
+        found.append(_new(command=RequestModelStream, answer_id=state.request_id))
     if state.phase is P.AWAITING_PERMISSION:
-        found.append(Outstanding(command=AskPermission, answer_id=current_call_id(state)))
+        found.append(_new(command=AskPermission, answer_id=current_call_id(state)))
     if state.tool_in_flight:
-        found.append(Outstanding(command=ExecuteTool, answer_id=current_call_id(state)))
+        found.append(_new(command=ExecuteTool, answer_id=current_call_id(state)))
     saving = lead.saving_id(state.lead)
     if saving is not None:
-        found.append(Outstanding(command=SaveLead, answer_id=saving))
+        found.append(_new(command=SaveLead, answer_id=saving))
     if titles.naming_in_flight(state.title):
-        found.append(Outstanding(command=RequestTitle, answer_id=state.title.request_id))
+        found.append(_new(command=RequestTitle, answer_id=state.title.request_id))
     if state.phase is P.AWAITING_STOP_DECISION:
-        found.append(Outstanding(command=DecideNaturalStop, answer_id=state.request_id))
+        found.append(_new(command=DecideNaturalStop, answer_id=state.request_id))
     return tuple(found)

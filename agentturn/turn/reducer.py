@@ -49,6 +49,10 @@ Choices where the documents are silent, written down here:
   output limit, a safety stop or an unrecognized reason ends the turn with its own outcome, the
   raw reason kept, and every call recorded as not run. Truncation is checked before the tool-call
   format: a cut-off response explains its broken call, and a corrective retry cannot help.
+* Engines mislabel cut-off responses, so a ``StreamCompleted.cut_off`` signal (the output tokens
+  at the request's limit, an unclosed tool block; :mod:`agentturn.engines` derives it) ends the
+  turn as an output limit whatever the finish reason says; the outcome's ``cut_off`` names the
+  signal that decided (``FINISH_REASON`` when the label itself said so).
 * ``PersistFailed`` ends the turn with a resumable error that keeps the unsaved records;
   ``ContinueTurn`` writes them again and goes on. During final lifecycle work (after Stop, for
   example) a failed write cannot be retried: the turn ends with the outcome it had, and the
@@ -106,6 +110,8 @@ from ..events import (
     WithdrawRetry,
 )
 from ..records import (
+    CutOffSignal,
+    FinishKind,
     FinishReason,
     OutcomeKind,
     ToolResultStatus,
@@ -114,11 +120,15 @@ from ..records import (
 from ..registry import events_of
 from ..titles import TitleTrigger
 from .advance import (
+    CUT_EVIDENCE,
     CUT_OFF,
     ENDED_OTHERWISE,
     SKIP_REASONS,
     Commands,
     advance,
+    copy_for_call,
+    copy_for_stream,
+    copy_write_done,
     current_call_id,
     finalize,
     make_outcome,
@@ -127,6 +137,8 @@ from .advance import (
     new_tool_result,
     new_user_message,
     persist,
+    persist_response,
+    persist_result,
     replace,
     results_for_rest,
     undelivered,
@@ -218,14 +230,24 @@ def _on_stream_opened(state: TurnState, event: StreamOpened, out: Commands) -> T
     if event.request_id != state.request_id and _is_late(state, event, out):
         return state
     # The stream was returned: the instructions it carries reached the model (LD-8, LD-13).
-    return replace(state, phase=P.STREAMING, request_leads=())
+    return copy_for_stream(state, P.STREAMING, ())
 
 
-def _cut_off(reason: FinishReason, calls: int) -> TurnOutcome:
-    """The outcome of a response that did not complete normally (TL-9), raw reason kept."""
-    kind, sentence = CUT_OFF[reason.kind]
-    return TurnOutcome(kind=kind, finish_reason=reason,
-                       message=f"{sentence} (finish reason {reason.raw!r})"
+def _cut_off(reason: FinishReason, calls: int, signal: CutOffSignal | None) -> TurnOutcome:
+    """The outcome of a response that did not complete normally (TL-9), raw reason kept.
+
+    A cut-off ``signal`` of the stream normalizer makes it an output limit whatever the label.
+    """
+    if signal is None or signal is CutOffSignal.FINISH_REASON:
+        kind, sentence = CUT_OFF[reason.kind if signal is None else FinishKind.LENGTH]
+        said = f"finish reason {reason.raw!r}"
+        if kind is OutcomeKind.OUTPUT_LIMIT:
+            signal = CutOffSignal.FINISH_REASON
+    else:
+        kind, sentence = CUT_OFF[FinishKind.LENGTH]
+        said = f"{CUT_EVIDENCE[signal]}, though the finish reason was {reason.raw!r}"
+    return TurnOutcome(kind=kind, finish_reason=reason, cut_off=signal,
+                       message=f"{sentence} ({said})"
                                + (f"; its {calls} tool call(s) were not run." if calls else "."))
 
 
@@ -238,9 +260,9 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: Commands
                                malformed_tool_format=event.malformed_tool_format)
     ending: TurnOutcome | None = None
     next_step = state.next_step
-    if not reason.completes_normally:
+    if not reason.completes_normally or event.cut_off is not None:
         # TL-9 before TL-6: truncation explains a broken call; no retry can mend it.
-        ending = _cut_off(reason, len(event.tool_calls))
+        ending = _cut_off(reason, len(event.tool_calls), event.cut_off)
     elif event.malformed_tool_format:
         if state.next_step is NextStep.RETRY:
             ending = TurnOutcome(kind=OutcomeKind.MALFORMED_TOOL_FORMAT, finish_reason=reason,
@@ -251,8 +273,7 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: Commands
         next_step = NextStep.REQUEST
     else:
         next_step = NextStep.FINISH if event.text.strip() else NextStep.FINISH_EMPTY
-    state = persist(state, (response,), P.SAVING_RESPONSE, out, finish_reason=reason,
-                    calls=event.tool_calls, next_call=0, next_step=next_step)
+    state = persist_response(state, response, next_step, out)
     if titles.is_due(state.title) and event.text.strip() and not event.malformed_tool_format:
         named = titles.request_if_due(state.title, TitleTrigger.USABLE_RESPONSE)
         if named.commands:
@@ -292,7 +313,7 @@ def _on_persisted(state: TurnState, event: Persisted, out: Commands) -> TurnStat
     _check_key(state, event)
     phase = state.phase
     if phase is P.ENDING:
-        return finalize(replace(state, persisting=False, batch=()), out)
+        return finalize(copy_write_done(state, False, ()), out)
     if phase is P.SAVING_RESPONSE and state.next_step is NextStep.RETRY and state.calls:
         # TL-6: calls in a malformed response are recorded, never run; then the retry.
         skipped = results_for_rest(state, *SKIP_REASONS[OutcomeKind.MALFORMED_TOOL_FORMAT])
@@ -303,7 +324,7 @@ def _on_persisted(state: TurnState, event: Persisted, out: Commands) -> TurnStat
         if named.commands:
             out.extend(named.commands)
             state = replace(state, title=named.state)
-    return advance(state, out, persisting=False, batch=())
+    return advance(copy_write_done(state, False, ()), out)
 
 
 def _on_persist_failed(state: TurnState, event: PersistFailed, out: Commands) -> TurnState:
@@ -354,13 +375,12 @@ def _on_permission(state: TurnState, event: PermissionDecided, out: Commands) ->
         return state
     if event.decision is PermissionDecision.ALLOW:
         out.append(new_execute_tool(call=call))
-        return replace(state, phase=P.RUNNING_TOOL, tool_in_flight=True)
+        return copy_for_call(state, P.RUNNING_TOOL, True)
     if event.decision is PermissionDecision.DENY:
         denied = new_tool_result(call_id=event.call_id, name=call.name,
                                    status=ToolResultStatus.DENIED, output="",
                                    reason="Denied: the user did not allow this call.")
-        state = replace(state, next_call=state.next_call + 1)
-        return persist(state, (denied,), P.SAVING_RESULTS, out)
+        return persist(state, (denied,), P.SAVING_RESULTS, out, next_call=state.next_call + 1)
     return finalize(state, out, make_outcome(
         state, OutcomeKind.CANCELLED,
         "The permission request was cancelled, so the turn was cancelled."))
@@ -378,8 +398,7 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: Commands) -> T
     if state.phase is P.ENDING:
         state = replace(state, tool_in_flight=False, next_call=state.next_call + 1)
         return finalize(state, out, extra=(result,))
-    return persist(state, (result,), P.SAVING_RESULTS, out, tool_in_flight=False,
-                   next_call=state.next_call + 1)
+    return persist_result(state, result, out)
 
 
 #: A handler takes the event class it is registered for (the test of the tables checks it).

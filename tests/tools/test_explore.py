@@ -1,9 +1,12 @@
 """The bounded exhaustive explorer and the fuzzer: what CI runs of them, and the bugs they found.
 
 ``agentturn explore --depth N`` checks every session state reachable in N moves from five
-starting points; CI runs depth 4 (about 20,000 states). ``agentturn fuzz --steps N --seed S``
+starting points; CI runs depth 4 (about 20,000 states) in two worker processes, with its
+coverage report of the declared (phase, event) edges. ``agentturn fuzz --steps N --seed S``
 walks at random; CI runs a few thousand steps. The deeper runs and their figures are in
-``benchmarks/EVIDENCE.md``.
+``benchmarks/EVIDENCE.md``. The model checker's own machinery is tested last: the same result
+for any number of workers, a planted bug's shortest counterexample (a trace ``agentturn check``
+rejects), *never stuck* as its own rule, and the coverage report.
 
 The reducer bugs they found are pinned below by their shortest sequences: each open one as an
 ``xfail(strict=True)`` test (a fix makes it pass, and the marker and the entry in
@@ -12,6 +15,8 @@ The reducer bugs they found are pinned below by their shortest sequences: each o
 
 from __future__ import annotations
 
+import pathlib
+
 import attrs
 import pytest
 from conftest import PROFILE
@@ -19,6 +24,7 @@ from conftest import PROFILE
 import agentturn as at
 from agentturn import guard as g
 from agentturn import session as S
+from agentturn.session.fifo import QueuedPrompt
 from agentturn.tools import explore
 from agentturn.tools.cli import main
 
@@ -37,11 +43,14 @@ def test_every_state_within_the_ci_depth_keeps_every_rule() -> None:
     states = 0
     runs = [(config, start, CI_DEPTH) for config in ("daemon",) for start in explore.STARTS]
     runs.append(("interactive", "draining", CI_DEPTH - 1))
+    covered: explore.Coverage | None = None
     for config, start, depth in runs:
-        report = explore.explore(depth, config, start)
+        report = explore.explore(depth, config, start, workers=2)
         assert report.reached == depth
         assert not report.new_violations, "\n".join(
             v.describe() for v in report.new_violations)
+        assert report.coverage is not None
+        covered = report.coverage if covered is None else covered.merge(report.coverage)
         states += report.states
         seen["session"] |= set(report.session_phases)
         seen["turn"] |= set(report.turn_phases)
@@ -50,6 +59,11 @@ def test_every_state_within_the_ci_depth_keeps_every_rule() -> None:
     assert seen["session"] == {p.name for p in S.SessionPhase}
     assert seen["turn"] == {p.name for p in at.TurnPhase}
     assert seen["guard"] == {p.name for p in g.GuardPhase}
+    # The coverage report (printed by `agentturn explore --coverage`): the walks leave every
+    # phase of the session and of the turn by at least one declared edge.
+    assert covered is not None
+    assert {phase for phase, _ in covered.reached["session"]} == {p.name for p in S.SessionPhase}
+    assert {phase for phase, _ in covered.reached["turn"]} == {p.name for p in at.TurnPhase}
 
 
 @pytest.mark.req("SG-B1", "OB-5", "TL-5")
@@ -329,3 +343,118 @@ def test_a_combined_continuation_that_fails_compaction_continues_with_the_hook_a
     assert not any(isinstance(c, g.HookMayContinue | at.EndTurn) for c in commands)
     assert [r.text for c in commands if isinstance(c, at.Persist) for r in c.records] == [
         "Tests fail."]
+
+
+# --- the model checker: workers, fingerprints, counterexamples, coverage ------------------------
+
+
+def test_the_walk_is_the_same_whatever_the_number_of_workers() -> None:
+    """Sharding by fingerprint over two worker processes finds exactly what one finds: the same
+    nodes per level, states, transitions, outcomes and phases."""
+    one = explore.explore(3, "daemon", "armed", workers=1)
+    two = explore.explore(3, "daemon", "armed", workers=2)
+    assert (one.per_level, one.states, one.nodes, one.transitions, one.outcomes,
+            one.session_phases, one.turn_phases, one.guard_phases, one.coverage) == (
+        two.per_level, two.states, two.nodes, two.transitions, two.outcomes,
+        two.session_phases, two.turn_phases, two.guard_phases, two.coverage)
+    assert two.workers == 2 and one.nodes > 1000
+    assert 0 < one.collision < 1e-9
+
+
+def _forgets_the_prompt_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant a bug: the session drops the commands of a prompt it accepts (the write of the
+    prompt is never asked for, yet the session awaits its answer)."""
+    real = explore.reduce
+
+    def forgetful(state: S.SessionState, event: object) -> at.Step[S.SessionState]:
+        step = real(state, event)
+        if isinstance(event, at.PromptSubmitted):
+            return at.Step(step.state, ())
+        return step
+
+    monkeypatch.setattr(explore, "reduce", forgetful)
+
+
+def test_a_planted_bug_gives_a_shortest_counterexample_that_check_rejects(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Breadth first, the counterexample is the shortest: one prompt. Written as a trace,
+    ``agentturn check`` replays it with the library's reducer and fails (the recorded commands
+    are not the spec's) and ``explain`` tells it; printed as a program, it runs."""
+    _forgets_the_prompt_write(monkeypatch)
+    report = explore.explore(2, "daemon", "new", workers=2)
+    outstanding = [v for v in report.new_violations if v.rule == "outstanding"]
+    assert outstanding, [v.rule for v in report.violations]
+    assert [type(x).__name__ for x in outstanding[0].events] == ["PromptSubmitted"]
+    path = tmp_path / "counterexample.jsonl"
+    assert main(["explore", "--depth", "1", "--start", "new", "--workers", "1",
+                 "--counterexample", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "Falsifying example: outstanding" in out and str(path) in out
+    assert main(["check", str(path)]) == 1
+    assert main(["explain", str(path)]) == 0
+    program = explore.program(outstanding[0])
+    assert "reduce(state, PromptSubmitted(turn_id='t1.1'" in program
+    exec(compile(program, "<counterexample>", "exec"), {})  # the library's reducer: it runs
+
+
+def test_a_stuck_state_is_reported_as_a_liveness_violation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """*Never stuck* is checked on every new state, under its own name: a session that
+    forgets a queued prompt while it idles is caught."""
+    real = explore.reduce
+
+    def stalls(state: S.SessionState, event: object) -> at.Step[S.SessionState]:
+        step = real(state, event)
+        if isinstance(event, S.PromptQueued) and state.phase is S.SessionPhase.IDLE:
+            held = QueuedPrompt(prompt_id=event.prompt_id, message_id=event.message_id,
+                                text=event.text)
+            return at.Step(attrs.evolve(state, fifo=(held,)), ())
+        return step
+
+    monkeypatch.setattr(explore, "reduce", stalls)
+    report = explore.explore(2, "daemon", "new", workers=1)
+    assert "never stuck" in {v.rule for v in report.new_violations}
+
+
+def test_the_coverage_lists_every_declared_edge_reached_or_not() -> None:
+    """Every declared (phase, event) edge of every part is either reached or listed as never
+    reached, and a walk reaches edges of every part (the turn's, the guard's and the Lead
+    queue's through the session)."""
+    report = explore.explore(2, "daemon", "armed", workers=1)
+    assert report.coverage is not None
+    for part, graph in explore.coverage.__globals__["PARTS"]:
+        every = {(phase.name, trigger) for phase, trigger in graph.table}
+        reached, missed = report.coverage.reached[part], report.coverage.missed[part]
+        assert reached | missed == every and not reached & missed
+    for part in ("session", "turn", "guard", "lead"):
+        assert report.coverage.reached[part], part
+    assert ("TURN", "StopPressed") in report.coverage.reached["session"]
+    text = report.coverage.summary()
+    assert "never reached from CLOSED:" in text
+
+
+def test_the_frontier_is_shared_out_equally_moving_as_few_nodes_as_possible() -> None:
+    """Workers keep the nodes they made; only a surplus over an equal share moves."""
+    from agentturn.tools.explore.checker import _balance
+
+    assert _balance([[0] * 5, [], [0]]) == [[(1, 2), (2, 1)], [], []]
+    assert _balance([[0] * 3, [0] * 3]) == [[], []]
+    assert _balance([[], [0] * 7]) == [[], [(0, 4)]]  # shares 4 and 3
+
+
+def test_a_value_hashes_once_and_equal_values_hash_alike() -> None:
+    """The fingerprint's ground: a value's hash is kept after the first ``hash()``, equal
+    values (however built: a reducer's trusted copy, a pickle) hash alike, and a value is equal
+    to itself at once."""
+    import pickle
+
+    state, _ = explore.start_state("daemon", "armed")
+    first = hash(state)
+    assert state._cached_hash == first and hash(state) == first
+    again = pickle.loads(pickle.dumps(state))
+    assert again == state and again is not state and hash(again) == first
+    copy = attrs.evolve(state, stops=state.stops)
+    assert copy == state and hash(copy) == first
+    other = attrs.evolve(state, stops=state.stops + 1)
+    assert other != state and hash(other) != first

@@ -13,6 +13,11 @@ short event sequence that reproduces it from a new session; a known reducer bug 
   :class:`Violation` and the known reducer bugs;
 * :mod:`~agentturn.tools.explore.search`: the exhaustive walk (:func:`explore`,
   :func:`reachable`) and the shrinking of what it finds;
+* :mod:`~agentturn.tools.explore.checker`: the breadth-first model check over 64-bit
+  fingerprints, in worker processes sharded by fingerprint;
+* :mod:`~agentturn.tools.explore.coverage`: which declared (phase, event) edges a walk reached;
+* :mod:`~agentturn.tools.explore.counterexample`: a violation as a trace file (which
+  ``agentturn check`` and ``explain`` read) and as a short program;
 * :mod:`~agentturn.tools.explore.fuzz`: the seeded random walk (:func:`fuzz`).
 
 Every name is importable from here, as when the explorer was one module. So is ``reduce``, the
@@ -24,6 +29,9 @@ from __future__ import annotations
 
 from ...session import reduce as reduce
 from .alphabet import CONFIGS, STARTS, Move, alphabet, start_state
+from .checker import collision_probability, default_workers
+from .counterexample import program, trace_lines
+from .coverage import Coverage, coverage
 from .fuzz import FuzzReport, fuzz
 from .invariants import KNOWN_BUGS, Violation, check_state, check_step, known_bug
 from .search import ExploreReport, explore, reachable, shrink
@@ -32,6 +40,7 @@ __all__ = [
     "CONFIGS",
     "KNOWN_BUGS",
     "STARTS",
+    "Coverage",
     "ExploreReport",
     "FuzzReport",
     "Move",
@@ -39,10 +48,15 @@ __all__ = [
     "alphabet",
     "check_state",
     "check_step",
+    "collision_probability",
+    "coverage",
+    "default_workers",
     "explore",
     "fuzz",
     "known_bug",
+    "program",
     "reachable",
     "shrink",
     "start_state",
+    "trace_lines",
 ]

@@ -28,8 +28,8 @@ reached from a new session by real events (:func:`start_state`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, NamedTuple
 
 from ... import events as e
 from ... import guard as g
@@ -107,12 +107,10 @@ def _next_lead_id(s: SessionState) -> str:
     return f"{prefix}{1 + max((_number(i, prefix) for i in taken), default=0)}"
 
 
-def _next_id(s: SessionState, letter: str) -> str:
+def _next_id(next_seq: int, held: tuple[str, ...], letter: str) -> str:
     """A fresh turn or prompt id: the ring seq grows with every turn end, so ids never repeat
-    across turns; within one, one more than the ids already held with the same stem."""
-    stem = f"{letter}{s.ring.next_seq}."
-    held = [p.prompt_id for p in s.fifo] + [t.turn_id for t in s.deferred.turns] + [
-        s.turn.turn_id]
+    across turns; within one, one more than the ids already ``held`` with the same stem."""
+    stem = f"{letter}{next_seq}."
     return f"{stem}{1 + max((_number(i, stem) for i in held), default=0)}"
 
 
@@ -122,12 +120,22 @@ _Weighted = tuple[tuple[float, Event], ...]
 _cache = functools.lru_cache(maxsize=1 << 14)
 
 
-@_cache
+def _answer_moves(answers: Callable[..., _Weighted]) -> Callable[..., tuple[Move, ...]]:
+    """``answers``, cached, its weighted events made into :data:`ANSWER` moves once."""
+    @_cache
+    @functools.wraps(answers)
+    def moves(*args: Any) -> tuple[Move, ...]:
+        return tuple(Move(kind=ANSWER, event=event, weight=weight)
+                     for weight, event in answers(*args))
+    return moves
+
+
+@_answer_moves
 def _write_answers(key: str) -> _Weighted:
     return ((10.0, e.Persisted(key=key)), (0.4, e.PersistFailed(key=key, reason="disk full")))
 
 
-@_cache
+@_answer_moves
 def _open_answers(request_id: str) -> _Weighted:
     return ((10.0, e.StreamOpened(request_id=request_id)),
             (0.4, e.StreamFailed(request_id=request_id, error="503")),
@@ -135,7 +143,7 @@ def _open_answers(request_id: str) -> _Weighted:
             (0.2, e.TokenLimitRejected(request_id=request_id, reason="too long")))
 
 
-@_cache
+@_answer_moves
 def _responses(request_id: str) -> _Weighted:
     def calls(name: str, permission: bool = False) -> tuple[ToolCall, ...]:
         return (ToolCall(call_id=f"{request_id}/c1", name=name, arguments="{}",
@@ -155,7 +163,7 @@ def _responses(request_id: str) -> _Weighted:
             (0.3, e.StreamFailed(request_id=request_id, error="connection reset", network=True)))
 
 
-@_cache
+@_answer_moves
 def _decisions(call_id: str) -> _Weighted:
     weights = {e.PermissionDecision.ALLOW: 3.0, e.PermissionDecision.DENY: 1.0,
                e.PermissionDecision.CANCEL: 0.3}
@@ -163,7 +171,7 @@ def _decisions(call_id: str) -> _Weighted:
                  for d in e.PermissionDecision)
 
 
-@_cache
+@_answer_moves
 def _tool_results(call_id: str, todo: bool, ending: bool) -> _Weighted:
     found: list[tuple[float, Event]] = (
         [(3.0, e.ToolFinished(call_id=call_id, output="todos", structured=_TODOS_LEFT)),
@@ -174,7 +182,7 @@ def _tool_results(call_id: str, todo: bool, ending: bool) -> _Weighted:
     return tuple(found)
 
 
-@_cache
+@_answer_moves
 def _other_answers(kind: str, answer: str) -> _Weighted:
     if kind == "SaveLead":
         return ((5.0, e.LeadSaved(lead_id=answer)),
@@ -195,22 +203,23 @@ def _other_answers(kind: str, answer: str) -> _Weighted:
     raise ValueError(f"no answers for {kind}")  # pragma: no cover - every kind is above
 
 
-def _answers(s: SessionState, owed: Sequence[tuple[str, str]]) -> _Weighted:
-    out: _Weighted = ()
+def _answers(s: SessionState, owed: Iterable[tuple[str, str]]) -> list[Move]:
+    out: list[Move] = []
     turn = s.turn
     for kind, answer in owed:
         if kind == "Persist":
-            out += _write_answers(answer)
+            found = _write_answers(answer)
         elif kind == "RequestModelStream":
-            out += (_open_answers(answer) if turn.phase is T.AWAITING_STREAM
-                    else _responses(answer))
+            found = (_open_answers(answer) if turn.phase is T.AWAITING_STREAM
+                     else _responses(answer))
         elif kind == "AskPermission":
-            out += _decisions(answer)
+            found = _decisions(answer)
         elif kind == "ExecuteTool":
-            out += _tool_results(answer, turn.calls[turn.next_call].name == TODO_TOOL,
-                                 turn.phase is T.ENDING)
+            found = _tool_results(answer, turn.calls[turn.next_call].name == TODO_TOOL,
+                                  turn.phase is T.ENDING)
         else:
-            out += _other_answers(kind, answer)
+            found = _other_answers(kind, answer)
+        out += found
     return out
 
 
@@ -255,32 +264,60 @@ _DEFAULT = g.ApprovalModeChanged(mode=g.ApprovalMode.DEFAULT)
 _MISUSE = (e.Persisted(key="nobody/p1"), e.ToolFinished(call_id="never-started", output=""))
 
 
+# The moves that carry no id are made once; the ones that do, once per id (cached).
+_M_CLOSED = Move(kind=USER, event=_CLOSE, weight=0.05)
+_M_STOP = Move(kind=USER, event=_STOP, weight=0.15)
+_M_HARD = Move(kind=DAEMON, event=_HARD, weight=0.05)
+_M_CLOSE = Move(kind=USER, event=_CLOSE, weight=0.01)
+_M_ATTACH = Move(kind=DAEMON, event=_ATTACH, weight=0.2)
+_M_DETACH = Move(kind=DAEMON, event=_DETACH, weight=0.2)
+_M_REWIND = Move(kind=DAEMON, event=_REWIND, weight=0.05)
+_M_BG_START = Move(kind=DAEMON, event=_BG_START, weight=0.3)
+_M_BG_END = Move(kind=DAEMON, event=_BG_END, weight=0.3)
+_M_PLAN = Move(kind=USER, event=_PLAN, weight=0.05)
+_M_DEFAULT = Move(kind=USER, event=_DEFAULT, weight=0.5)
+_MISUSE_MOVES = [Move(kind=MISUSE, event=event, weight=0.05) for event in _MISUSE]
+
+
+@_cache
+def _moves_with_ids(next_seq: int, held: tuple[str, ...], idle: bool, closing: bool
+                    ) -> tuple[Move, ...]:
+    """The prompt (when idle), the queued prompt and the cron turn (unless closing), with their
+    fresh ids (:func:`_next_id`)."""
+    found: list[Move] = []
+    if idle:
+        found.append(Move(kind=USER, event=_prompt(_next_id(next_seq, held, "t")), weight=3.0))
+    if not closing:
+        found.append(Move(kind=USER, event=_queued(_next_id(next_seq, held, "q")), weight=0.15))
+        found.append(Move(kind=DAEMON, event=_cron(_next_id(next_seq, held, "a")), weight=0.15))
+    return tuple(found)
+
+
 def _user_and_daemon(s: SessionState) -> list[Move]:
     phase, turn = s.phase, s.turn
     if phase is P.CLOSED:
-        return [Move(kind=USER, event=_CLOSE, weight=0.05)]
+        return [_M_CLOSED]
+    held = (*(p.prompt_id for p in s.fifo), *(t.turn_id for t in s.deferred.turns),
+            turn.turn_id)
+    fresh = _moves_with_ids(s.ring.next_seq, held, phase is P.IDLE, phase is P.CLOSING)
     moves: list[Move] = []
     if phase is P.IDLE:
-        moves.append(Move(kind=USER, event=_prompt(_next_id(s, "t")), weight=3.0))
+        moves.append(fresh[0])
         if turn.resume_phase is not None:
             moves.append(Move(kind=USER, event=_continue(turn.turn_id), weight=2.0))
     else:
-        moves.append(Move(kind=USER, event=_STOP, weight=0.15))
+        moves.append(_M_STOP)
     if lead_part.is_offered(turn.lead):
         moves.append(Move(kind=USER, event=_lead(s.config.chat_id, _next_lead_id(s)),
                           weight=0.3))
-    moves.append(Move(kind=DAEMON, event=_HARD, weight=0.05))
+    moves.append(_M_HARD)
     if phase is not P.CLOSING:
-        moves.append(Move(kind=USER, event=_queued(_next_id(s, "q")), weight=0.15))
-        moves.append(Move(kind=DAEMON, event=_cron(_next_id(s, "a")), weight=0.15))
-    moves.append(Move(kind=USER, event=_CLOSE, weight=0.01))
-    moves.append(Move(kind=DAEMON, event=_DETACH if "desk" in s.clients else _ATTACH,
-                      weight=0.2))
-    moves.append(Move(kind=DAEMON, event=_REWIND, weight=0.05))
-    moves.append(Move(kind=DAEMON, event=_BG_END if s.background.live else _BG_START,
-                      weight=0.3))
-    plan = s.guard.phase is g.GuardPhase.PLAN
-    moves.append(Move(kind=USER, event=_DEFAULT if plan else _PLAN, weight=0.5 if plan else 0.05))
+        moves += fresh[-2:]
+    moves.append(_M_CLOSE)
+    moves.append(_M_DETACH if "desk" in s.clients else _M_ATTACH)
+    moves.append(_M_REWIND)
+    moves.append(_M_BG_END if s.background.live else _M_BG_START)
+    moves.append(_M_DEFAULT if s.guard.phase is g.GuardPhase.PLAN else _M_PLAN)
     return moves
 
 
@@ -309,7 +346,7 @@ def _late_hooks(run_id: str) -> Event:
     return sv.StopHookFailed(run_id=run_id, error="late")
 
 
-def _late(s: SessionState, waiting: set[tuple[str, str]]) -> list[Event]:
+def _late(s: SessionState, waiting: Collection[tuple[str, str]]) -> list[Event]:
     out: list[Event] = []
     turn, title = s.turn, s.turn.title
     if s.phase is P.CLOSED:
@@ -329,7 +366,38 @@ def _late(s: SessionState, waiting: set[tuple[str, str]]) -> list[Event]:
         out.append(_late_hooks(runs[-1]))
     return out
 
+#: The last two states :func:`awaited` answered for, and its answers, kept by identity (each
+#: state is held, so its id cannot be reused). A walk asks about one state for every move it
+#: makes there (the alphabet, then each step's check: the first memo), and a step's check asks
+#: about the state it made, which a random walk moves to next (the second). Each memo is a pair
+#: replaced whole, so a caller in another thread reads a consistent one.
+_Awaited = dict[tuple[str, str], type]
+_awaited_before: tuple[Any, _Awaited] = (None, {})
+_awaited_after: tuple[Any, _Awaited] = (None, {})
+
+
+def awaited(s: SessionState, after: bool = False) -> _Awaited:
+    """``outstanding(s)`` as ``{(command name, answer id): command class}``; ``after``: ``s``
+    was just made by a step (kept in the second memo). Do not mutate the dict: it is shared
+    with the next caller that asks about the same state."""
+    global _awaited_before, _awaited_after
+    before, made = _awaited_before, _awaited_after
+    if before[0] is s:
+        return before[1]
+    if made[0] is s:
+        if not after:  # a walk moves on to the state a step made: the memo of "before" now
+            _awaited_before = made
+        return made[1]
+    found = {(o.command.__name__, o.answer_id): o.command for o in outstanding(s)}
+    if after:
+        _awaited_after = (s, found)
+    else:
+        _awaited_before = (s, found)
+    return found
+
+
 def _owed(s: SessionState) -> list[tuple[str, str]]:
+    """``outstanding(s)`` as pairs, a repeat kept (a check looks for one)."""
     return [(o.command.__name__, o.answer_id) for o in outstanding(s)]
 
 
@@ -339,12 +407,13 @@ def alphabet(s: SessionState) -> list[Move]:
     Each has a weight for the fuzzer: the answers that keep work moving outweigh failures, and
     the moves that are always possible (Plan mode, a rewind, close) are rare.
     """
-    owed = _owed(s)
-    moves = [Move(kind=ANSWER, event=event, weight=weight)
-             for weight, event in _answers(s, owed)]
+    owed = awaited(s)
+    moves = _answers(s, owed)
     moves += _user_and_daemon(s)
-    moves += [Move(kind=LATE, event=event, weight=0.3) for event in _late(s, set(owed))]
-    moves += [Move(kind=MISUSE, event=event, weight=0.05) for event in _MISUSE]
+    late = _late(s, owed)
+    if late:
+        moves += [Move(kind=LATE, event=event, weight=0.3) for event in late]
+    moves += _MISUSE_MOVES
     return moves
 
 

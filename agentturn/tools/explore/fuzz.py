@@ -26,7 +26,7 @@ from ...session import vocabulary as sv
 from ...session.invariants import HardBound
 from ...session.ring import EntryKind
 from .alphabet import CONFIGS, Move, alphabet
-from .invariants import check_state, check_step
+from .invariants import check_step, state_rules
 from .search import _Findings, _Report, _violation_line
 
 __all__ = ["RECHECK_EVERY", "FuzzReport", "fuzz"]
@@ -133,7 +133,7 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
             outcomes[result.outcome] += 1
             problems = list(result.problems)
             if result.state is not state:
-                problems += [("state", p) for p in check_state(result.state, result.owed)]
+                problems += state_rules(result.state, result.owed)
             findings[config].add(problems, functools.partial(list, moves))
             for command in result.commands:
                 if isinstance(command, c.EndTurn):
@@ -142,9 +142,9 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
                     chunks += command.entry.kind is EntryKind.GUARD_CHUNK
                     exhaustions += command.entry.kind is EntryKind.GUARD_EXHAUSTED
             state, streams = result.state, result.streams
-            phases[0][state.phase.name] += 1
-            phases[1][state.turn.phase.name] += 1
-            phases[2][state.guard.phase.name] += 1
+            phases[0][state.phase._name_] += 1
+            phases[1][state.turn.phase._name_] += 1
+            phases[2][state.guard.phase._name_] += 1
             if state.phase is P.CLOSED:
                 break
     counts: Counter[tuple[str, str]] = Counter()

@@ -35,8 +35,8 @@ something new from something already pinned by a test.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -46,14 +46,14 @@ from ... import guard as g
 from ... import lead as lead_part
 from ..._base import AwaitingCommand, Command, Event
 from ...errors import ProtocolError, UnexpectedEvent
-from ...session import SESSION_GRAPH, SessionPhase, SessionState, outstanding
+from ...session import SESSION_GRAPH, SessionPhase, SessionState
 from ...session import fifo as fifo_part
 from ...session import vocabulary as sv
 from ...session.consistency import inconsistencies
 from ...session.invariants import HardBound, lost_texts, stuck
 from ...session.ring import EntryKind
 from ...turn.state import TurnPhase
-from .alphabet import _MUST_ACCEPT, MISUSE, Move, _owed, _reduce
+from .alphabet import _MUST_ACCEPT, MISUSE, Move, _owed, _reduce, awaited
 
 __all__ = [
     "KNOWN_BUGS",
@@ -62,6 +62,7 @@ __all__ = [
     "check_state",
     "check_step",
     "known_bug",
+    "state_rules",
 ]
 
 P = SessionPhase
@@ -94,51 +95,66 @@ def check_state(s: SessionState, owed: Sequence[tuple[str, str]] | None = None) 
     problems: list[str] = []
     config, turn, guard = s.config, s.turn, s.guard
 
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            problems.append(message)
-
     idle_turn = turn.phase is T.IDLE
-    if s.phase in (P.IDLE, P.CLOSED):
-        need(idle_turn, f"session {s.phase.name} but the turn is {turn.phase.name}")
-    if s.phase in (P.TURN, P.DRAINING, P.HOOKS):
-        need(not idle_turn, f"session {s.phase.name} but no turn runs")
-    need((turn.phase is T.AWAITING_STOP_DECISION) == (s.phase in (P.DRAINING, P.HOOKS)),
-         f"turn {turn.phase.name} in session phase {s.phase.name}")
-    if s.phase is P.IDLE:
-        need(not fifo_part.has_queued_prompt(s.fifo), "SO-2: a complete prompt waits idle")
-    if s.phase is P.CLOSED:
-        need(not s.fifo and not s.deferred.turns and not s.grace, "CLOSED still holds work")
-    need(len(s.fifo) <= fifo_part.MAX_QUEUED, "the FIFO is over its bound")
-    need(len(s.deferred.turns) <= config.max_deferred, "BG-6: the deferred queue is over its bound")
+    # (A message that names a phase is formatted only when the rule breaks: a state is checked
+    # on every step of a walk, and formatting costs more than the check.)
+    if s.phase in (P.IDLE, P.CLOSED) and not idle_turn:
+        problems.append(f"session {s.phase.name} but the turn is {turn.phase.name}")
+    if s.phase in (P.TURN, P.DRAINING, P.HOOKS) and idle_turn:
+        problems.append(f"session {s.phase.name} but no turn runs")
+    if (turn.phase is T.AWAITING_STOP_DECISION) != (s.phase in (P.DRAINING, P.HOOKS)):
+        problems.append(f"turn {turn.phase.name} in session phase {s.phase.name}")
+    if s.phase is P.IDLE and fifo_part.has_queued_prompt(s.fifo):
+        problems.append("SO-2: a complete prompt waits idle")
+    if s.phase is P.CLOSED and (s.fifo or s.deferred.turns or s.grace):
+        problems.append("CLOSED still holds work")
+    if len(s.fifo) > fifo_part.MAX_QUEUED:
+        problems.append("the FIFO is over its bound")
+    if len(s.deferred.turns) > config.max_deferred:
+        problems.append("BG-6: the deferred queue is over its bound")
     # what a state must agree on by itself (indexes, ids, bounded memories, held turns and their
     # prompts): the library's one check, which a restored state passes too
     problems.extend(inconsistencies(s))
-    need(len(s.ring.live) <= config.ring_capacity and len(s.ring.pinned) <= config.ring_pinned,
-         "OB-6: the ring is over its bounds")
+    if len(s.ring.live) > config.ring_capacity or len(s.ring.pinned) > config.ring_pinned:
+        problems.append("OB-6: the ring is over its bounds")
     queue = turn.lead
-    need(sum(x.status is lead_part.LeadStatus.SAVING for x in queue.entries) <= 1,
-         "LD-4: two Lead saves in flight")
-    if queue.admission is lead_part.Admission.OPEN:
-        need(turn.phase not in (T.IDLE, T.ENDING), f"Lead offered in {turn.phase.name}")
-    if idle_turn:
-        need(queue.admission is lead_part.Admission.CLOSED, "Lead admission open with no turn")
-    need(guard.attempts <= g.MAX_ATTEMPTS and guard.pending_attempt <= g.MAX_ATTEMPTS,
-         "SG-B1: more guard attempts than allowed")
-    need((guard.phase is g.GuardPhase.OFF) == (not config.guard.enabled),
-         "SG-C2: the guard's presence differs from its configuration")
-    if guard.phase is g.GuardPhase.CONTINUING:
-        need(guard.pending_attempt >= 1, "a pending continuation without an attempt")
-    need(s.usage.guard_calls <= s.usage.model_calls, "OB-5: more guard calls than model calls")
+    if sum(x.status is lead_part.LeadStatus.SAVING for x in queue.entries) > 1:
+        problems.append("LD-4: two Lead saves in flight")
+    if queue.admission is lead_part.Admission.OPEN and turn.phase in (T.IDLE, T.ENDING):
+        problems.append(f"Lead offered in {turn.phase.name}")
+    if idle_turn and queue.admission is not lead_part.Admission.CLOSED:
+        problems.append("Lead admission open with no turn")
+    if guard.attempts > g.MAX_ATTEMPTS or guard.pending_attempt > g.MAX_ATTEMPTS:
+        problems.append("SG-B1: more guard attempts than allowed")
+    if (guard.phase is g.GuardPhase.OFF) != (not config.guard.enabled):
+        problems.append("SG-C2: the guard's presence differs from its configuration")
+    if guard.phase is g.GuardPhase.CONTINUING and guard.pending_attempt < 1:
+        problems.append("a pending continuation without an attempt")
+    if s.usage.guard_calls > s.usage.model_calls:
+        problems.append("OB-5: more guard calls than model calls")
     if owed is None:
         owed = _owed(s)
-    need(len(owed) == len(set(owed)), f"an awaiting command outstanding twice: {owed}")
+    if len(owed) != len(set(owed)):
+        problems.append(f"an awaiting command outstanding twice: {owed}")
     problems.extend(stuck(s))  # never stuck (the session's invariant)
-    kinds = Counter(kind for kind, _ in owed)
-    need(all(n == 1 for k, n in kinds.items() if k != "StartTimer") and kinds["StartTimer"] <= 2,
-         f"too many awaiting commands of one kind: {owed}")
+    kinds = [kind for kind, _ in owed if kind != "StartTimer"]
+    if len(kinds) != len(set(kinds)) or len(owed) - len(kinds) > 2:
+        problems.append(f"too many awaiting commands of one kind: {owed}")
     return problems
 
+
+def state_rules(s: SessionState, owed: Sequence[tuple[str, str]] | None = None
+                ) -> list[tuple[str, str]]:
+    """:func:`check_state` as ``(rule, detail)`` pairs: *never stuck*, the liveness rule, under
+    its own name; every other rule of a state as ``"state"``."""
+    return [("never stuck" if p.startswith("never stuck") else "state", p)
+            for p in check_state(s, owed)]
+
+
+#: The session's table by names: ``(phase name, event name) -> destination names`` (an enum
+#: member hashes through Python code, its name in C; every step of a walk looks here).
+_DECLARED = {(phase.name, event): frozenset(dest.name for dest in dests)
+             for (phase, event), dests in SESSION_GRAPH.table.items()}
 
 #: The event field that echoes the answer id, for each answering event class.
 _ECHO = {"Persisted": "key", "PersistFailed": "key", "StreamCompleted": "request_id",
@@ -163,9 +179,9 @@ def _answers_item(event: Event, item: tuple[str, str], command: type) -> bool:
             and name in getattr(command, "answered_by", ()))
 
 
-@attrs.frozen(kw_only=True)
-class StepResult:
-    """What :func:`check_step` found: the outcome, the node after the step, what broke."""
+class StepResult(NamedTuple):
+    """What :func:`check_step` found: the outcome, the node after the step, what broke. (A
+    named tuple: one is made per step of a walk, and it builds in a fraction of the time.)"""
 
     outcome: str  # "accepted", "absorbed" or "refused"
     state: SessionState
@@ -206,13 +222,12 @@ def check_step(s: SessionState, streams: HardBound, move: Move,
         again = _reduce(s, event)
         if again.state != new or again.commands != commands:
             problems.append(("determinism", "the same step gave another result"))
-    declared = SESSION_GRAPH.table.get((s.phase, name), frozenset())
-    if new.phase not in declared:
+    if new.phase._name_ not in _DECLARED.get((s.phase._name_, name), ()):
         problems.append(("table", f"{s.phase.name} --{name}--> {new.phase.name} is not declared"))
     absorbed = any(isinstance(x, c.StaleAnswerIgnored) for x in commands)
     if absorbed and (len(commands) != 1 or new != s):
         problems.append(("stale", f"a late answer changed something or said more: {commands}"))
-    after = {(o.command.__name__, o.answer_id): o.command for o in outstanding(new)}
+    after = awaited(new, after=True)
     problems += _check_outstanding(s, after, event, commands)
     # The ring and the usage (OB-5, OB-6).
     published = [x.entry for x in commands if isinstance(x, sv.Publish)]
@@ -240,7 +255,7 @@ def check_step(s: SessionState, streams: HardBound, move: Move,
 def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], event: Event,
                        commands: Sequence[Command]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    before = {(o.command.__name__, o.answer_id): o.command for o in outstanding(s)}
+    before = awaited(s)
     issued = {(type(x).__name__, str(x.answer_id)) for x in commands
               if isinstance(x, AwaitingCommand)}
     cancelled: set[tuple[str, str]] = set()
@@ -257,13 +272,13 @@ def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], even
         problems.append(("outstanding", f"{item} handed out but not outstanding"))
     for item in sorted(set(after) - set(before) - issued):
         problems.append(("outstanding", f"{item} outstanding without a command"))
-    for item, awaited in sorted(before.items()):
-        if item in after or _answers_item(event, item, awaited) or item in cancelled or (
+    for item, awaiting in before.items():
+        if item in after or _answers_item(event, item, awaiting) or item in cancelled or (
                 item[0] in _ABANDONABLE):
             continue
         problems.append(("outstanding", f"{item} stopped being awaited without an answer or "
                                         "a cancel"))
-    return problems
+    return sorted(problems) if len(problems) > 1 else problems
 
 
 #: Reducer bugs the explorer or the fuzzer found that are still open: name -> (rule, a regular

@@ -2,21 +2,27 @@
 
 Theory of operation
 -------------------
-:func:`explore` walks breadth first from a start state (:func:`~.alphabet.start_state`) to a
-bounded depth and keeps every node it has seen, so a node reached two ways is expanded once. A
-node is the state plus one small monitor, the guard continuations published since the last user
-input (SG-B1 is a rule about paths, not states). Every step is checked with
-:func:`~.invariants.check_step` and every new state with :func:`~.invariants.check_state`.
+:func:`explore` model-checks breadth first from a start state (:func:`~.alphabet.start_state`)
+to a bounded depth, in one or more worker processes (:mod:`~.checker`): nodes are stored as
+64-bit fingerprints, so a node reached two ways is expanded once, and the report estimates the
+chance that a fingerprint collision hid one (as TLC does). A node is the state plus one small
+monitor, the guard continuations published since the last user input (SG-B1 is a rule about
+paths, not states). Every step is checked with :func:`~.invariants.check_step` and every new
+state with :func:`~.invariants.check_state` (*never stuck*, the liveness rule, reported under
+its own name); the walk also records which declared (phase, event) edges of every part it took
+(:mod:`~.coverage`).
 
-:class:`_Findings` keeps the first violation of each rule, shrunk by :func:`shrink` (delta
-debugging, each trial replayed from a new session by :func:`_replay`) to a short sequence a host
-could send, and counts the rest. :func:`reachable` is the same walk without the checks, for the
-tests that sample states. :class:`_Report` is what the explorer and the fuzzer both report.
+Of each broken rule the shortest path is kept (breadth first: shortest first), replayed as the
+moves it names and shrunk by :func:`shrink` (delta debugging, each trial replayed from a new
+session by :func:`_replay`) to a short sequence a host could send; the rest are counted.
+:mod:`~.counterexample` writes it as a trace file and as a short program. :func:`reachable` is
+the same walk without the checks, keeping the states, for the tests that sample them.
+:class:`_Findings` keeps the fuzzer's violations; :class:`_Report` is what both report.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -26,8 +32,10 @@ import attrs
 from ...errors import ProtocolError
 from ...session import SessionState
 from ...session.invariants import HardBound
+from . import checker
 from .alphabet import CONFIGS, MISUSE, SCRIPT, Move, _reduce, alphabet, start_state
-from .invariants import Violation, check_state, check_step, known_bug
+from .coverage import Call, Coverage, Sighting, coverage
+from .invariants import Violation, check_step, known_bug, state_rules
 
 __all__ = ["ExploreReport", "explore", "reachable", "shrink"]
 
@@ -80,7 +88,7 @@ def _replay(config: str, moves: Sequence[Move], key: tuple[str, str]) -> list[Mo
             continue  # no longer a move a host could make here: dropping it keeps the rest real
         played.append(move)
         result = check_step(state, streams, move, recheck=False)
-        problems = list(result.problems) + [("state", p) for p in check_state(result.state)]
+        problems = list(result.problems) + state_rules(result.state)
         if any(_key(rule, detail) == key for rule, detail in problems):
             return played
         state, streams = result.state, result.streams
@@ -160,19 +168,31 @@ class ExploreReport(_Report):
     transitions: int
     per_level: tuple[int, ...]
     outcomes: dict[str, int]
+    #: The worker processes that walked.
+    workers: int = 1
+    #: The chance that a fingerprint collision hid a node (TLC's optimistic estimate).
+    collision: float = 0.0
+    #: Every part's declared edges, reached or not.
+    coverage: Coverage | None = None
 
-    def summary(self) -> str:
+    def summary(self, show_coverage: bool = False) -> str:
         rate = self.transitions / self.seconds if self.seconds else 0.0
-        return "\n".join([
+        lines = [
             f"explore config={self.config} start={self.start}: depth {self.reached} of "
             f"{self.depth}, {self.states} states ({self.nodes} nodes with the SG-B1 monitor), "
-            f"{self.transitions} transitions in {self.seconds:.1f} s ({rate:.0f}/s)",
+            f"{self.transitions} transitions in {self.seconds:.1f} s ({rate:.0f}/s), "
+            f"{self.workers} worker(s)",
+            f"  nodes stored as 64-bit fingerprints; the probability of a fingerprint "
+            f"collision is calculated (optimistic): {self.collision:.1e}",
             f"  new nodes per level: {list(self.per_level)}",
             f"  outcomes: {dict(sorted(self.outcomes.items()))}",
             f"  session phases: {dict(sorted(self.session_phases.items()))}",
             f"  turn phases: {dict(sorted(self.turn_phases.items()))}",
             f"  guard phases: {dict(sorted(self.guard_phases.items()))}",
-            _violation_line(self.violations, self.counts)])
+            _violation_line(self.violations, self.counts)]
+        if show_coverage and self.coverage is not None:
+            lines.append(self.coverage.summary())
+        return "\n".join(lines)
 
 
 def _violation_line(violations: Sequence[Violation], counts: dict[tuple[str, str], int]) -> str:
@@ -187,66 +207,60 @@ def _violation_line(violations: Sequence[Violation], counts: dict[tuple[str, str
 
 def explore(depth: int, config: str = "daemon", start: str = "new", max_violations: int = 20,
             clock: Callable[[], float] = lambda: 0.0,
-            progress: Callable[[int, int], None] | None = None) -> ExploreReport:
-    """Every node reachable from ``start`` in at most ``depth`` moves, each step checked.
+            progress: Callable[[int, int], None] | None = None,
+            workers: int = 1) -> ExploreReport:
+    """Every node reachable from ``start`` in at most ``depth`` moves, each step checked, in
+    ``workers`` processes (:mod:`~.checker`; the result is the same for any number).
 
     ``clock`` (seconds, e.g. ``time.perf_counter``) times the run; this module reads none.
-    ``progress(level, nodes)`` is called as each level is done. ``depth`` is at least 1.
+    ``progress(level, nodes)`` is called as each level is done. ``depth`` and ``workers`` are
+    at least 1.
     """
-    if type(depth) is not int or depth < 1:
-        raise ValueError(f"depth must be an int of at least 1, got {depth!r}")
+    for name, value in (("depth", depth), ("workers", workers)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
     began = clock()
     root_state, prefix = start_state(config, start)
     prefix_moves = [Move(kind=SCRIPT, event=event) for event in prefix]
-    root: _Node = (root_state, HardBound())
-    parents: dict[_Node, tuple[_Node, Move] | None] = {root: None}
-    states: set[SessionState] = {root_state}
-    frontier = [root]
-    per_level: list[int] = []
+    per_level, totals = checker.run((root_state, HardBound()), depth, workers, _key, progress)
+    findings = checker.Findings()
     outcomes: Counter[str] = Counter()
-    findings = _Findings(config, max_violations)
-    transitions = 0
-
-    def path(node: _Node, last: Move | None = None) -> list[Move]:
-        found: list[Move] = [] if last is None else [last]
-        link = parents[node]
-        while link is not None:
-            node, move = link
-            found.append(move)
-            link = parents[node]
-        return prefix_moves + found[::-1]
-
-    findings.add([("state", p) for p in check_state(root_state)], lambda: path(root))
-    for _ in range(depth):
-        following: list[_Node] = []
-        for node in frontier:
-            state, streams = node
-            for move in alphabet(state):
-                transitions += 1
-                result = check_step(state, streams, move)
-                outcomes[result.outcome] += 1
-                findings.add(result.problems, functools.partial(path, node, move))
-                child: _Node = (result.state, result.streams)
-                if child in parents:
-                    continue
-                parents[child] = (node, move)
-                following.append(child)
-                if result.state not in states:
-                    states.add(result.state)
-                    findings.add([("state", p) for p in check_state(result.state, result.owed)],
-                                 functools.partial(path, child))
-        if not following:
-            break
-        per_level.append(len(following))
-        frontier = following
-        if progress is not None:
-            progress(len(per_level), len(parents))
-    counts = [Counter(x.name for x in phases) for phases in (
-        (n[0].phase for n in parents), (n[0].turn.phase for n in parents),
-        (n[0].guard.phase for n in parents))]
+    phases: list[Counter[str]] = [Counter(), Counter(), Counter()]
+    sightings: set[Sighting] = set()
+    calls: set[Call] = set()
+    for shard in totals:
+        findings.merge(shard["findings"])
+        outcomes.update(shard["outcomes"])
+        for mine, theirs in zip(phases, shard["phases"], strict=True):
+            mine.update(theirs)
+        sightings |= shard["sightings"]
+        calls |= shard["calls"]
+    nodes = sum(shard["seen"] for shard in totals)
+    transitions = sum(shard["transitions"] for shard in totals)
+    violations = []
+    ranked = sorted(findings.best.items(), key=lambda item: (len(item[1][0]), item[1][0]))
+    for key, (path, rule, detail) in ranked[:max_violations]:
+        moves = prefix_moves + _moves(root_state, path)
+        known = known_bug(rule, detail, moves[-1].event) if moves else ""
+        moves = shrink(config, moves, key)
+        violations.append(Violation(rule=rule, detail=detail, config=config,
+                                    events=tuple(m.event for m in moves), known=known))
     return ExploreReport(
-        config=config, start=start, depth=depth, reached=len(per_level), states=len(states),
-        nodes=len(parents), transitions=transitions, per_level=tuple(per_level),
-        outcomes=dict(outcomes), session_phases=dict(counts[0]), turn_phases=dict(counts[1]),
-        guard_phases=dict(counts[2]), seconds=clock() - began,
-        violations=tuple(findings.found), counts=dict(findings.counts))
+        config=config, start=start, depth=depth, reached=len(per_level),
+        states=sum(shard["states"] for shard in totals), nodes=nodes, transitions=transitions,
+        per_level=tuple(per_level), outcomes=dict(outcomes), session_phases=dict(phases[0]),
+        turn_phases=dict(phases[1]), guard_phases=dict(phases[2]), seconds=clock() - began,
+        violations=tuple(violations), counts=dict(findings.counts), workers=workers,
+        collision=checker.collision_probability(nodes, transitions + 1),
+        coverage=coverage(sightings, calls))
+
+
+def _moves(root: SessionState, path: Sequence[int]) -> list[Move]:
+    """The moves a path names, each an index into the alphabet where it is made."""
+    state, moves = root, []
+    for index in path:
+        move = alphabet(state)[index]
+        moves.append(move)
+        with contextlib.suppress(ProtocolError):  # a refused move changes nothing
+            state = _reduce(state, move.event).state
+    return moves
