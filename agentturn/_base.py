@@ -195,18 +195,34 @@ class State(Value):
 S = TypeVar("S")
 
 
-@attrs.frozen(slots=True)
-class Step(Generic[S]):
+class Step(tuple[S, tuple[Command, ...]], Generic[S]):
     """What one reducer call returns: the new state and the commands, in order.
 
-    A ``Step`` unpacks like a pair: ``state, commands = reduce(state, event)``.
+    A ``Step`` is a typed pair, so ``state, commands = reduce(state, event)`` gives mypy the
+    state's type and ``tuple[Command, ...]``; ``step.state`` and ``step.commands`` name the two.
+    Being a tuple, it compares equal to the plain pair ``(state, commands)``.
     """
 
-    state: S
-    commands: tuple[Command, ...] = ()
+    __slots__ = ()
 
-    def __iter__(self) -> Any:
-        return iter((self.state, self.commands))
+    def __new__(cls, state: S, commands: tuple[Command, ...] = ()) -> Step[S]:
+        return tuple.__new__(cls, (state, commands))
+
+    @property
+    def state(self) -> S:
+        """The new state."""
+        return self[0]
+
+    @property
+    def commands(self) -> tuple[Command, ...]:
+        """The commands to carry out, in order."""
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Step(state={self[0]!r}, commands={self[1]!r})"
+
+    def __getnewargs__(self) -> tuple[S, tuple[Command, ...]]:  # pickling and copying
+        return (self[0], self[1])
 
 
 class FieldError(TypeError, ValueError):

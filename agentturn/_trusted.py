@@ -175,6 +175,13 @@ def builder(cls: type[_T]) -> Callable[..., _T]:
     return function
 
 
-#: The trusted constructor of a :class:`~agentturn.Step` (see :func:`builder`), shared by the
-#: reducers.
-new_step: Callable[..., Step[Any]] = builder(Step)
+_new_tuple = tuple.__new__
+
+
+def new_step(*, state: Any, commands: tuple[Any, ...]) -> Step[Any]:
+    """A :class:`~agentturn.Step` of a reducer's own, validated output (shared by the reducers).
+
+    ``Step`` is a typed pair (a ``tuple`` subclass): this builds it with ``tuple.__new__``
+    directly, skipping the class's own ``__new__`` call.
+    """
+    return _new_tuple(Step, (state, commands))

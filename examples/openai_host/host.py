@@ -85,6 +85,7 @@ class Host:
             event = await self.queue.get()
             self.state, commands = at.reduce(self.state, event)
             for command in commands:
+                assert isinstance(command, at.TurnCommand)  # the turn returns nothing else
                 self.commands.append(command)
                 self.carry_out(command)
         tasks = [t for t in (self.stream_task, *self.tool_tasks.values()) if t is not None]
