@@ -206,6 +206,9 @@ def test_d16_racing_events_after_close_are_absorbed(event: object) -> None:
     commands = host.send(event)
     assert host.state.phase is se.SessionPhase.CLOSED
     assert not [c for c in commands if isinstance(c, at.AwaitingCommand)]
+    if isinstance(event, se.ClientAttached):  # the notice says why, in the host's words
+        assert at.StaleAnswerIgnored(event="ClientAttached", answer_id="ui-2",
+                                     reason="the session is closed") in commands
 
 
 def closed_host() -> StrictHost:

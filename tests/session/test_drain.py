@@ -87,6 +87,9 @@ def test_a_drained_message_whose_save_fails_resets_no_budget() -> None:
     (end,) = host.commands(at.EndTurn)
     assert (end.outcome.kind, end.outcome.halt_kind) == (at.OutcomeKind.HALTED,
                                                          at.HardStopKind.GUARD_BUDGET)
+    # the guard's own reason reaches the outcome (a mutant that dropped it survived a sample)
+    assert end.outcome.message == ("The todo stop guard used its 2 automatic continuations; "
+                                   "no further stream opens.")
 
 
 # The session-composition defects of issue 18 (``settle_spec.md``): each ``test_dNN_...``

@@ -267,6 +267,22 @@ def test_double_continue_is_absorbed():
     assert [type(c) for c in out] == [at.StaleAnswerIgnored]
 
 
+def test_continue_naming_another_turn_while_one_runs_is_refused_with_its_details():
+    """A ContinueTurn for another turn while one runs is host misuse: an UnexpectedEvent that
+    names the session, its phase and what it expected, and the state is unchanged (req: TL-11).
+    """
+    h = Checked()
+    h.send(prompt())
+    h.take(at.RequestModelStream)
+    before = h.state
+    with pytest.raises(at.UnexpectedEvent) as raised:
+        se.reduce(before, at.ContinueTurn(turn_id="t-other"))
+    error = raised.value
+    assert (error.part, error.phase, error.expected) == (
+        "session", "TURN", "ContinueTurn while the session is idle")
+    assert h.state is before
+
+
 def test_lead_waiting_on_open_permission_then_stop_reports_unapplied():
     """A Lead saved while a dialog is open keeps the dialog (ADR-0067); Stop then cancels it,
     records every call, reports the Lead unapplied, and a late allow runs nothing (req: LD-11,
