@@ -15,8 +15,7 @@ reaches, beside the rules only a run can break).
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._memo import remember_recent
 from ..lead import MAX_PENDING
 from ..turn.state import LATE_MEMORY, SAVING_PHASES, TurnPhase, TurnState
 from .ring import EventRing
@@ -32,7 +31,8 @@ def _distinct(name: str, ids: tuple[str, ...]) -> list[str]:
     return [f"{name} holds {ids!r}, an id twice"] if len(set(ids)) != len(ids) else []
 
 
-def _turn(turn: TurnState) -> list[str]:
+@remember_recent(1)
+def _turn(turn: TurnState) -> tuple[str, ...]:
     found: list[str] = []
     calls = len(turn.calls)
     if not 0 <= turn.next_call <= calls:
@@ -68,25 +68,12 @@ def _turn(turn: TurnState) -> list[str]:
     found += _distinct("turn.lead.entries", entries)
     if len(turn.lead.recent) > MAX_PENDING:
         found.append(f"turn.lead.recent holds more than {MAX_PENDING} ids")
-    return found
-
-
-#: The last turn checked, and the last ring with its configuration, each with what was found.
-#: A checker asks about state after state, and most steps leave the ring as it was, many the
-#: turn: a part held here (by identity: it is kept, so its id cannot be reused; frozen, so it
-#: cannot change) is not checked again. Each is replaced whole, so a caller in another thread
-#: reads a consistent one.
-_last_turn: tuple[Any, tuple[str, ...]] = (None, ())
-_last_ring: tuple[Any, Any, tuple[str, ...]] = (None, None, ())
+    return tuple(found)
 
 
 def inconsistencies(state: SessionState) -> tuple[str, ...]:
     """Every way ``state`` disagrees with itself, one line each (empty: it agrees)."""
-    global _last_turn, _last_ring
-    turn_memo = _last_turn
-    if turn_memo[0] is not state.turn:
-        turn_memo = _last_turn = (state.turn, tuple(_turn(state.turn)))
-    found = list(turn_memo[1])
+    found = list(_turn(state.turn))
     if state.phase is SessionPhase.DRAINING and not state.drain_id:
         found.append("phase DRAINING has no drain_id")
     if state.phase is SessionPhase.HOOKS and not state.hook_run:
@@ -105,13 +92,13 @@ def inconsistencies(state: SessionState) -> tuple[str, ...]:
                      "deferred_prompts")
     if prompts - held:
         found.append(f"deferred_prompts holds {sorted(prompts - held)!r} for no held turn")
-    ring_memo = _last_ring
-    if ring_memo[0] is not state.ring or ring_memo[1] is not state.config:
-        ring_memo = _last_ring = (state.ring, state.config, _ring(state.ring, state.config))
-    found += ring_memo[2]
+    found += _ring(state.ring, state.config)
     return tuple(found)
 
 
+# A checker asks about state after state, and most steps leave the ring as it was, many the
+# turn: the last answer for each is remembered (see agentturn._memo).
+@remember_recent(1)
 def _ring(ring: EventRing, config: SessionConfig) -> tuple[str, ...]:
     found: list[str] = []
     if (ring.capacity, ring.pinned_capacity) != (config.ring_capacity, config.ring_pinned):

@@ -29,11 +29,12 @@ may run them on its recorded traffic.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .. import commands as c
 from .. import events as e
 from .._base import Command
+from .._memo import remember_recent
 from ..guard.state import GuardPhase
 from ..guard.texts import MAX_ATTEMPTS, is_guard_prompt
 from ..records import ToolResultRecord, UserMessageRecord
@@ -124,28 +125,19 @@ def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -
     return fates
 
 
-#: The last state :func:`lost_texts` saw before a step, and the last it saw after one, each with
-#: what it held (by identity: the state is kept, so its id cannot be reused). A walk checks every
-#: move from one state in a row (the first), and a random walk goes on from the state its step
-#: made (the second). Each is replaced whole, never changed in place, so a caller in another
-#: thread reads a consistent pair.
-_held_before: tuple[Any, set[Key]] = (None, set())
-_held_after: tuple[Any, set[Key]] = (None, set())
+# A walk checks every move from one state in a row, and a random walk goes on from the state
+# its step made: the texts of the last two states asked about are remembered (agentturn._memo).
+@remember_recent(2)
+def _held(state: SessionState) -> frozenset[Key]:
+    return frozenset(held_texts(state))
 
 
 def lost_texts(before: SessionState, event: object, after: SessionState,
                commands: tuple[Command, ...]) -> list[str]:
     """*No text lost* for one accepted step: what was held or brought in and is now neither
     held nor at a terminal fate (an empty list when nothing is lost)."""
-    global _held_before, _held_after
     problems: list[str] = []
-    memo = _held_before
-    if memo[0] is not before:
-        made = _held_after
-        memo = _held_before = made if made[0] is before else (before, held_texts(before))
-    held_after = held_texts(after)
-    _held_after = (after, held_after)
-    missing = (memo[1] | _brought(event, commands)) - held_after - _fates(
+    missing = (_held(before) | _brought(event, commands)) - _held(after) - _fates(
         before, event, commands)
     if missing:
         problems.append(f"no text lost: {sorted(missing)} vanished")

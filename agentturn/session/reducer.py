@@ -70,6 +70,7 @@ from typing import Any
 
 from .. import turn as turn_part
 from .._base import Step
+from .._memo import remember_recent
 from .._trusted import new_step
 from ..commands import DecideNaturalStop
 from ..errors import UnexpectedEvent, check_state
@@ -150,25 +151,13 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
     return new_step(state=tick.s, commands=tuple(tick.out))
 
 
-#: The last state :func:`outstanding` was asked about, with the answer (by identity: the state
-#: is kept, so its id cannot be reused; frozen, so the answer cannot change). A checker asks
-#: about each state it reaches several times: its moves, the step's check, *never stuck*.
-#: Replaced whole, so a caller in another thread reads a consistent pair.
-_last_asked: tuple[Any, tuple[turn_part.Outstanding, ...]] = (None, ())
-
-
+# A checker asks about each state it reaches several times (its moves, the step's check,
+# *never stuck*): the last answer is remembered (see agentturn._memo).
+@remember_recent(1)
 def outstanding(state: SessionState) -> tuple[turn_part.Outstanding, ...]:
     """Every awaiting command the session still waits on: the turn's, plus the drain (and its
     timer), the Stop-hook run, the grace timer and a retry window's timer.
     ``DecideNaturalStop`` never shows: the session answers it itself."""
-    global _last_asked
-    memo = _last_asked
-    if memo[0] is not state:
-        memo = _last_asked = (state, _outstanding(state))
-    return memo[1]
-
-
-def _outstanding(state: SessionState) -> tuple[turn_part.Outstanding, ...]:
     found = [o for o in turn_part.outstanding(state.turn) if o.command is not DecideNaturalStop]
     if state.phase is P.DRAINING:
         found.append(turn_part.Outstanding(command=DrainMidTurnQueue, answer_id=state.drain_id))
