@@ -60,6 +60,12 @@ most two guard-attributable streams without new user input).
 
 Every step is built locally and returned whole: a ``ProtocolError`` raised by any part, at any
 depth, leaves the host's state exactly as it was.
+
+While a turn runs, the commonest steps (a write acknowledged, a tool's result, a permission
+answer, a Lead, a stream that opens or completes, each in its plain case) are built by the
+direct lane (:mod:`agentturn.session.lane`) instead: the same parts in the same order, with no
+inbox and no settle, because nothing is left to translate or decide. It is a speed path only;
+a test walks every configuration both ways and requires equal steps.
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ from ..errors import UnexpectedEvent, check_state
 from ..registry import events_of
 from . import clients, daemon, stop_order
 from . import turn_events as on
+from .lane import LANES
 from .scheduling import settle
 from .state import GRACE_TIMER, GUARD_EVENTS, SESSION_GRAPH, TURN_EVENTS, SessionPhase, SessionState
 from .tick import Tick
@@ -129,6 +136,10 @@ _EVENTS: Mapping[str, type] = events_of("turn", "guard", "session")
 #: ``(phase name, event class) -> handler``, built from SESSION_GRAPH once.
 _ROUTES: Mapping[tuple[str, type], _Handler] = SESSION_GRAPH.routes(
     {_EVENTS[name]: handler for name, handler in _HANDLERS.items()})
+#: The lane of each route that has one: a handler's lane, while a turn runs.
+LANE_ROUTES: Mapping[tuple[str, type], Callable[[SessionState, Any], Step[SessionState] | None]]
+LANE_ROUTES = MappingProxyType({route: LANES[handler] for route, handler in _ROUTES.items()
+                                if route[0] == P.TURN.name and handler in LANES})
 
 
 def reduce(state: SessionState, event: object) -> Step[SessionState]:
@@ -139,7 +150,13 @@ def reduce(state: SessionState, event: object) -> Step[SessionState]:
     """
     if type(state) is not SessionState:
         check_state("session", state, SessionState, event)
-    handler = _ROUTES.get((state.phase._name_, type(event)))
+    route = (state.phase._name_, type(event))
+    lane = LANE_ROUTES.get(route)  # the commonest steps, built directly (agentturn.session.lane)
+    if lane is not None:
+        step = lane(state, event)
+        if step is not None:
+            return step
+    handler = _ROUTES.get(route)
     if handler is None:
         if _EVENTS.get(type(event).__name__) is not type(event):
             raise UnexpectedEvent(part="session", phase=state.phase.name, event=event,

@@ -44,13 +44,26 @@ from ..events import AmendRequest, HardStopped
 from ..guard.reducer import reduce_into as guard_into
 from ..guard.texts import DISCRETE_MARKER, GUARD_SOURCE, MAX_ATTEMPTS
 from ..records import HardStopKind, OutcomeKind
+from ..turn.state import TurnState
 from . import background as bg
 from . import clients, stop_order
-from .ring import EntryKind, publish
-from .state import Continuation, SessionPhase
-from .tick import Decision, Part, Tick, build_publish, replace, with_guard, with_ring, with_turn
+from .ring import EntryKind, EventRing, publish
+from .state import Continuation, SessionPhase, SessionState
+from .tick import (
+    Decision,
+    Part,
+    Then,
+    Tick,
+    build_publish,
+    replace,
+    with_guard,
+    with_ring,
+    with_turn,
+)
+from .vocabulary import Publish
 
-__all__ = ["publish_entry", "run"]
+__all__ = ["SESSION_ACTS_ON", "heard_by_turn", "passes_through", "publish_entry", "published",
+           "run"]
 
 P = SessionPhase
 _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhausted",
@@ -75,34 +88,68 @@ def run(tick: Tick) -> None:
         commands: list[Command] = []
         s = tick.s
         if part is Part.TURN:
-            turn = turn_part.reduce_into(s.turn, message, commands)
-            changed = turn is not s.turn
-            if changed:
-                tick.s = with_turn(s, turn)
-            for command in commands:
-                translate = _TURN_COMMANDS.get(type(command))
-                if translate is None:
-                    tick.out.append(command)  # most go to the host as they are (tick.emit)
-                else:
-                    translate(tick, command)
-        else:
-            guard = guard_into(s.guard, message, commands)
-            changed = guard is not s.guard
-            if changed:
-                tick.s = with_guard(s, guard)
-            for command in commands:
-                _on_guard_command(tick, command)
+            heard_by_turn(tick, turn_part.reduce_into(s.turn, message, commands), commands, then)
+            continue
+        guard = guard_into(s.guard, message, commands)
+        changed = guard is not s.guard
+        if changed:
+            tick.s = with_guard(s, guard)
+        for command in commands:
+            _on_guard_command(tick, command)
         if then is not None:
             then(tick, commands, changed)
+
+
+def heard_by_turn(tick: Tick, turn: TurnState, commands: list[Command], then: Then | None
+                  ) -> None:
+    """The turn heard a message and answered with ``turn`` and ``commands``: take its new state,
+    translate each command in order, then run the message's ``then``."""
+    changed = turn is not tick.s.turn
+    if changed:
+        tick.s = with_turn(tick.s, turn)
+    for command in commands:
+        translate = _TURN_COMMANDS.get(type(command))
+        if translate is None:
+            tick.out.append(command)  # most go to the host as they are (tick.emit)
+        else:
+            translate(tick, command)
+    if then is not None:
+        then(tick, commands, changed)
+
+
+def passes_through(s: SessionState, command: Command) -> bool:
+    """Whether translating the turn's ``command`` in ``s`` only hands it to the host: no part
+    hears of it and the state stays as it is. (The direct lane,
+    :mod:`agentturn.session.lane`, relies on it; a test checks it against the translations.)"""
+    kind = type(command)
+    if kind not in _TURN_COMMANDS:
+        return True
+    if kind is ExecuteTool:  # not the built-in todo-write call, which the guard hears of
+        call = cast(ExecuteTool, command).call
+        return call.name != s.config.todo_tool or call.discovered
+    if kind is RequestModelStream:  # a request of the user's, with no one else to attribute to
+        return (s.continuation is Continuation.NONE and not s.guard_request
+                and not s.hook_request and s.guard.loop is g.LoopOwner.NONE
+                and not cast(RequestModelStream, command).lead_ids)
+    if kind is CancelStream:  # a request the host was sent
+        return cast(CancelStream, command).request_id != s.withheld_request
+    return False  # the natural stop and the turn's end are the session's to decide
 
 
 def publish_entry(tick: Tick, kind: EntryKind, message_id: str, text: str,
                   meta: Mapping[str, object] | None) -> None:
     """Put one replayable event in the ring and send it to the subscribers (OB-6, BR-5)."""
-    s = tick.s
+    ring, command = published(tick.s, kind, message_id, text, meta)
+    tick.emit(command)
+    tick.s = with_ring(tick.s, ring)
+
+
+def published(s: SessionState, kind: EntryKind, message_id: str, text: str,
+              meta: Mapping[str, object] | None) -> tuple[EventRing, Publish]:
+    """The ring with one more replayable event, and the ``Publish`` that sends it (an event
+    about the chat itself when ``message_id`` is empty)."""
     ring, entry = publish(s.ring, kind, message_id or s.config.chat_id, text, meta)
-    tick.emit(build_publish(entry=entry))
-    tick.s = with_ring(s, ring)
+    return ring, build_publish(entry=entry)
 
 
 # --- the guard's commands ---------------------------------------------------------------------
@@ -244,3 +291,5 @@ _TURN_COMMANDS: Mapping[type, Callable[[Tick, Any], None]] = MappingProxyType({
     CancelStream: _on_cancel_stream,
     EndTurn: _turn_ended,
 })
+#: The classes of those commands.
+SESSION_ACTS_ON = frozenset(_TURN_COMMANDS)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from .. import guard as g
 from .._base import Command
+from .._trusted import replacer
 from ..commands import DraftReason, ReturnDraft
 from ..errors import UnexpectedEvent, UnknownId
 from ..events import (
@@ -46,7 +47,7 @@ from ..records import HardStopKind
 from ..turn.state import TurnPhase
 from . import fifo
 from .ring import EntryKind, count_model_call
-from .state import Continuation, SessionPhase
+from .state import Continuation, SessionPhase, SessionState
 from .tick import Tick, closed_reason, replace
 from .translate import publish_entry
 from .vocabulary import CancelTimer, PromptRefused
@@ -69,6 +70,10 @@ P = SessionPhase
 #: What a Lead typed into a closed chat says as its draft comes back.
 CLOSED_LEAD = "This chat is closed; your text was not sent and is kept as a draft."
 _STREAM_PHASES = (TurnPhase.AWAITING_STREAM, TurnPhase.STREAMING)
+#: ``(state, guard_request, hook_request, usage)``: the copy every opened stream makes.
+_opened_copy = replacer(SessionState, "guard_request", "hook_request", "usage")
+#: The guard's event for every ordinary stream that opens (it has no fields: one will do).
+_ORDINARY_STREAM_OPENED = g.OrdinaryStreamOpened()
 
 
 #: The handler of an event only the turn needs to hear: ``to_turn(tick, event)`` queues it for
@@ -137,9 +142,8 @@ def on_stream_opened(tick: Tick, event: StreamOpened) -> None:
             tick.s = replace(s, guard_request="", hook_request="")
             tick.to_guard(g.GuardStreamOpened(), committed)  # SG-B3: the attempt commits now
             return
-        tick.s = replace(s, guard_request="", hook_request="",
-                         usage=count_model_call(s.usage, guard=False, hook=hook_call))
-        tick.to_guard(g.OrdinaryStreamOpened())  # the guard only ends its tool loop
+        tick.s = _opened_copy(s, "", "", count_model_call(s.usage, guard=False, hook=hook_call))
+        tick.to_guard(_ORDINARY_STREAM_OPENED)  # the guard only ends its tool loop
 
     tick.to_turn(event, opened)
 

@@ -74,8 +74,10 @@ def test_waiting_for_names_answers_the_client_held_prompt_and_a_retry() -> None:
 def test_only_the_message_loop_calls_a_parts_reducer() -> None:
     """No handler of the session re-enters a part: the package's only calls of the turn's or
     the guard's reducers are the two in ``translate.run`` (the message loop), so the order in
-    which parts hear things is the inbox's order. (A source scan: it fails if anyone adds a
-    direct call.)"""
+    which parts hear things is the inbox's order; and the direct lane's, which build the plain
+    steps the loop would make, calling each part once at the top of the step
+    (``tests/session/test_lane.py`` proves them equal). (A source scan: it fails if anyone adds
+    a direct call.)"""
     import ast
     from pathlib import Path
 
@@ -86,10 +88,13 @@ def test_only_the_message_loop_calls_a_parts_reducer() -> None:
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in ("reduce_into", "guard_into", "reduce") and path.name != "__init__.py":
+                if (name in ("reduce_into", "guard_into", "turn_into", "reduce")
+                        and path.name != "__init__.py"):
                     owner = getattr(func, "value", None)
                     calls.append(f"{path.name}:{name}:{getattr(owner, 'id', '')}")
-    assert sorted(calls) == ["translate.py:guard_into:", "translate.py:reduce_into:turn_part"]
+    assert sorted(calls) == ["lane.py:guard_into:", "lane.py:turn_into:", "lane.py:turn_into:",
+                             "lane.py:turn_into:", "translate.py:guard_into:",
+                             "translate.py:reduce_into:turn_part"]
 
 
 def test_the_session_graph_is_drawn_from_its_table() -> None:
