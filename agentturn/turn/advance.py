@@ -66,6 +66,9 @@ copy_for_response = replacer(TurnState, "phase", "persist_seq", "persisting", "b
 copy_write_done = replacer(TurnState, "persisting", "batch")
 #: ``(state, phase, tool_in_flight)``: a call waits for permission or runs.
 copy_for_call = replacer(TurnState, "phase", "tool_in_flight")
+#: ``(state, phase, tool_in_flight, persisting, batch)``: the same, as the write before it is
+#: acknowledged (one copy for both, at the commonest boundary of all: see :func:`advance`).
+copy_for_call_after_write = replacer(TurnState, "phase", "tool_in_flight", "persisting", "batch")
 #: ``(state, phase, request_leads)``: a stream opened.
 copy_for_stream = replacer(TurnState, "phase", "request_leads")
 #: ``(state, phase, request_seq, lead, calls, next_call, stop_decided, request_leads,
@@ -184,17 +187,32 @@ def next_request(state: TurnState, out: Commands) -> TurnState:
     return state
 
 
-def start_call(state: TurnState, out: Commands) -> TurnState:
+def start_call(state: TurnState, out: Commands, acknowledged: bool = False) -> TurnState:
     call = state.calls[state.next_call]
     if call.needs_permission:
         out.append(new_ask_permission(call=call))
-        return copy_for_call(state, P.AWAITING_PERMISSION, state.tool_in_flight)
-    out.append(new_execute_tool(call=call))
-    return copy_for_call(state, P.RUNNING_TOOL, True)
+        phase, running = P.AWAITING_PERMISSION, state.tool_in_flight
+    else:
+        out.append(new_execute_tool(call=call))
+        phase, running = P.RUNNING_TOOL, True
+    if acknowledged:
+        return copy_for_call_after_write(state, phase, running, False, ())
+    return copy_for_call(state, phase, running)
 
 
-def advance(state: TurnState, out: Commands) -> TurnState:
-    """Pick the next action at a boundary (see the module docstring for the order)."""
+def advance(state: TurnState, out: Commands, acknowledged: bool = False) -> TurnState:
+    """Pick the next action at a boundary (see the module docstring for the order).
+
+    ``acknowledged``: ``state`` still shows the write that was just acknowledged in flight. The
+    commonest boundary of a turn, a response's next call after a write, then makes one copy
+    instead of two (no Lead instruction pending and no naming request running, the order
+    below reaches the next tool at once); any other boundary clears the write first.
+    """
+    if acknowledged:
+        if (not state.lead.entries and state.next_call < len(state.calls)
+                and not titles.naming_in_flight(state.title)):
+            return start_call(state, out, acknowledged=True)
+        state = copy_write_done(state, False, ())
     pending = bool(state.lead.entries)  # Lead bookkeeping only while instructions are pending
     if pending and lead.has_unsaved(state.lead):
         return replace(state, phase=P.AWAITING_LEAD_SAVES)

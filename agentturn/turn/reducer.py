@@ -324,7 +324,7 @@ def _on_persisted(state: TurnState, event: Persisted, out: Commands) -> TurnStat
         if named.commands:
             out.extend(named.commands)
             state = replace(state, title=named.state)
-    return advance(copy_write_done(state, False, ()), out)
+    return advance(state, out, acknowledged=True)
 
 
 def _on_persist_failed(state: TurnState, event: PersistFailed, out: Commands) -> TurnState:
