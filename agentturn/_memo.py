@@ -10,6 +10,10 @@ state is kept alive by the memory itself, so its ``id`` cannot be reused by anot
 compared by identity (never by equality, which would cost more than most answers); a new one
 pushes out the oldest.
 
+A function of one argument or of two (most are: a state, a part of one, a part and the
+configuration) gets a wrapper written out for that many, which compares the arguments
+themselves instead of tuples of them; its behaviour is the general one's.
+
 This is a speed trick for checkers, kept in this one place. The memory is replaced whole, never
 changed in place, so a caller in another thread always reads a consistent one. A remembered
 answer is shared: functions that use this return immutable values.
@@ -18,14 +22,17 @@ answer is shared: functions that use this return immutable values.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 __all__ = ["remember_recent"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+#: Code flags of a function that takes ``*args`` or ``**kwargs``.
+_VARIADIC = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
 
 def remember_recent(size: int) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -33,7 +40,43 @@ def remember_recent(size: int) -> Callable[[Callable[P, R]], Callable[P, R]]:
     answers, each under its arguments compared by identity."""
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        recent: list[tuple[tuple[tuple[Any, ...], Any], ...]] = [()]
+        recent: list[tuple[tuple[Any, Any], ...]] = [()]
+        code = getattr(function, "__code__", None)
+        if code is not None and code.co_argcount == 1 and not code.co_flags & _VARIADIC:
+            # A function of one argument (most are: a state, or one part of it): its memory
+            # is keyed by that argument alone, which saves packing and comparing tuples on a
+            # path a checker takes several times per step.
+            @functools.wraps(function)
+            def remembered_one(*args: Any, **kwargs: Any) -> Any:
+                if kwargs or len(args) != 1:
+                    return function(*args, **kwargs)
+                arg = args[0]
+                entries = recent[0]
+                for key, answer in entries:
+                    if key is arg:
+                        return answer
+                answer = function(arg)  # type: ignore[call-arg]
+                recent[0] = ((arg, answer), *entries[:size - 1])
+                return answer
+
+            return cast(Callable[P, R], remembered_one)
+
+        if code is not None and code.co_argcount == 2 and not code.co_flags & _VARIADIC:
+            # Two arguments (a part and the configuration, say): the same, written out.
+            @functools.wraps(function)
+            def remembered_two(*args: Any, **kwargs: Any) -> Any:
+                if kwargs or len(args) != 2:
+                    return function(*args, **kwargs)
+                first, second = args
+                entries = recent[0]
+                for key, answer in entries:
+                    if key[0] is first and key[1] is second:
+                        return answer
+                answer = function(first, second)  # type: ignore[call-arg]
+                recent[0] = ((args, answer), *entries[:size - 1])
+                return answer
+
+            return cast(Callable[P, R], remembered_two)
 
         @functools.wraps(function)
         def remembered(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -16,8 +16,10 @@ reaches, beside the rules only a run can break).
 from __future__ import annotations
 
 from .._memo import remember_recent
-from ..lead import MAX_PENDING
+from ..lead import MAX_PENDING, LeadQueue
+from ..records import ToolCall
 from ..turn.state import LATE_MEMORY, SAVING_PHASES, TurnPhase, TurnState
+from .background import AutomaticTurn
 from .ring import EventRing
 from .state import SessionConfig, SessionPhase, SessionState
 from .tick import ISSUED_MEMORY
@@ -25,6 +27,7 @@ from .tick import ISSUED_MEMORY
 __all__ = ["inconsistencies"]
 
 T = TurnPhase
+_DRAINING, _HOOKS = SessionPhase.DRAINING, SessionPhase.HOOKS
 
 
 def _distinct(name: str, ids: tuple[str, ...]) -> list[str]:
@@ -33,40 +36,69 @@ def _distinct(name: str, ids: tuple[str, ...]) -> list[str]:
 
 @remember_recent(1)
 def _turn(turn: TurnState) -> tuple[str, ...]:
+    # Most steps rebuild the turn but keep its calls and its Lead queue: those checks are
+    # remembered for those objects (_calls, _lead), the rest is a few comparisons, written out
+    # (a checker asks this of every state it reaches).
     found: list[str] = []
+    phase, next_call, persisting = turn.phase, turn.next_call, turn.persisting
     calls = len(turn.calls)
-    if not 0 <= turn.next_call <= calls:
-        found.append(f"turn.next_call is {turn.next_call} with {calls} call(s)")
-    elif (turn.phase in (T.AWAITING_PERMISSION, T.RUNNING_TOOL) or turn.tool_in_flight) and (
-            turn.next_call >= calls):
-        found.append(f"turn.phase {turn.phase.name} waits on call {turn.next_call}, but the "
+    if not 0 <= next_call <= calls:
+        found.append(f"turn.next_call is {next_call} with {calls} call(s)")
+    elif (phase in _ON_A_CALL or turn.tool_in_flight) and (
+            next_call >= calls):
+        found.append(f"turn.phase {phase.name} waits on call {next_call}, but the "
                      f"response has {calls}")
-    for name in ("request_seq", "persist_seq"):
-        if getattr(turn, name) < 0:
-            found.append(f"turn.{name} is negative")
-    if turn.tool_in_flight and turn.phase not in (T.RUNNING_TOOL, T.ENDING):
-        found.append(f"turn.tool_in_flight in turn.phase {turn.phase.name}")
-    if turn.phase in SAVING_PHASES and not turn.persisting:
-        found.append(f"turn.phase {turn.phase.name} waits on a write, but turn.persisting is "
+    if turn.request_seq < 0:
+        found.append("turn.request_seq is negative")
+    if turn.persist_seq < 0:
+        found.append("turn.persist_seq is negative")
+    if turn.tool_in_flight and phase not in _RUNNING_OR_ENDING:
+        found.append(f"turn.tool_in_flight in turn.phase {phase.name}")
+    if not persisting and phase in SAVING_PHASES:
+        found.append(f"turn.phase {phase.name} waits on a write, but turn.persisting is "
                      "false")
-    if turn.persisting and turn.phase not in (*SAVING_PHASES, T.ENDING):
-        found.append(f"turn.persisting in turn.phase {turn.phase.name}")
-    if turn.phase is T.ENDING and turn.ending is None:
+    if persisting and phase not in _WRITING_PHASES:
+        found.append(f"turn.persisting in turn.phase {phase.name}")
+    if phase is _ENDING and turn.ending is None:
         found.append("turn.phase ENDING has no turn.ending")
-    if turn.phase is not T.IDLE and not turn.turn_id:
-        found.append(f"turn.phase {turn.phase.name} has no turn.turn_id")
-    if turn.phase in (T.AWAITING_STREAM, T.STREAMING) and turn.request_seq < 1:
-        found.append(f"turn.phase {turn.phase.name} waits on a request, but turn.request_seq "
+    if phase is not _IDLE and not turn.turn_id:
+        found.append(f"turn.phase {phase.name} has no turn.turn_id")
+    if turn.request_seq < 1 and phase in _ON_A_REQUEST:
+        found.append(f"turn.phase {phase.name} waits on a request, but turn.request_seq "
                      "is 0")
-    found += _distinct("turn.calls", tuple(call.call_id for call in turn.calls))
-    for name in ("dismissed_calls", "cancelled_requests"):
-        if len(getattr(turn, name)) > LATE_MEMORY:
-            found.append(f"turn.{name} holds more than {LATE_MEMORY} ids")
-    entries = tuple(entry.lead_id for entry in turn.lead.entries)
+    if calls > 1:
+        found += _calls(turn.calls)
+    if len(turn.dismissed_calls) > LATE_MEMORY:
+        found.append(f"turn.dismissed_calls holds more than {LATE_MEMORY} ids")
+    if len(turn.cancelled_requests) > LATE_MEMORY:
+        found.append(f"turn.cancelled_requests holds more than {LATE_MEMORY} ids")
+    found += _lead(turn.lead)
+    return tuple(found)
+
+
+#: Where a turn may hold a write in flight.
+_WRITING_PHASES = (*SAVING_PHASES, T.ENDING)
+# The turn phases the checks name, bound once (reading a member off its enum class costs ten
+# times reading a global on Python 3.11, and a checker asks about every state it reaches).
+_IDLE, _ENDING = T.IDLE, T.ENDING
+_ON_A_CALL = (T.AWAITING_PERMISSION, T.RUNNING_TOOL)
+_RUNNING_OR_ENDING = (T.RUNNING_TOOL, T.ENDING)
+_ON_A_REQUEST = (T.AWAITING_STREAM, T.STREAMING)
+
+
+@remember_recent(1)
+def _calls(calls: tuple[ToolCall, ...]) -> tuple[str, ...]:
+    return tuple(_distinct("turn.calls", tuple(call.call_id for call in calls)))
+
+
+@remember_recent(1)
+def _lead(lead: LeadQueue) -> tuple[str, ...]:
+    found: list[str] = []
+    entries = tuple(entry.lead_id for entry in lead.entries)
     if len(entries) > MAX_PENDING:
         found.append(f"turn.lead.entries holds more than {MAX_PENDING} instructions")
     found += _distinct("turn.lead.entries", entries)
-    if len(turn.lead.recent) > MAX_PENDING:
+    if len(lead.recent) > MAX_PENDING:
         found.append(f"turn.lead.recent holds more than {MAX_PENDING} ids")
     return tuple(found)
 
@@ -74,30 +106,44 @@ def _turn(turn: TurnState) -> tuple[str, ...]:
 def inconsistencies(state: SessionState) -> tuple[str, ...]:
     """Every way ``state`` disagrees with itself, one line each (empty: it agrees)."""
     found = list(_turn(state.turn))
-    if state.phase is SessionPhase.DRAINING and not state.drain_id:
+    phase = state.phase
+    if phase is _DRAINING and not state.drain_id:
         found.append("phase DRAINING has no drain_id")
-    if state.phase is SessionPhase.HOOKS and not state.hook_run:
+    if phase is _HOOKS and not state.hook_run:
         found.append("phase HOOKS has no hook_run")
-    for name in ("stops", "hook_blocks"):
-        if getattr(state, name) < 0:
-            found.append(f"{name} is negative")
+    if state.stops < 0:
+        found.append("stops is negative")
+    if state.hook_blocks < 0:
+        found.append("hook_blocks is negative")
     if len(state.issued) > ISSUED_MEMORY:
         found.append(f"issued holds more than {ISSUED_MEMORY} ids")
-    found += _distinct("fifo", tuple(entry.prompt_id for entry in state.fifo))
-    found += _distinct("clients", state.clients)
-    held = {turn.turn_id for turn in state.deferred.turns}
-    prompts = {prompt[0] for prompt in state.deferred_prompts}
+    if len(state.fifo) > 1:
+        found += _distinct("fifo", tuple(entry.prompt_id for entry in state.fifo))
+    if len(state.clients) > 1:
+        found += _distinct("clients", state.clients)
+    if state.deferred.turns or state.deferred_prompts:
+        found += _deferred(state.deferred.turns, state.deferred_prompts)
+    found += _ring(state.ring, state.config)
+    return tuple(found)
+
+
+@remember_recent(1)
+def _deferred(turns: tuple[AutomaticTurn, ...], deferred_prompts: tuple[tuple[str, str, str], ...]
+              ) -> tuple[str, ...]:
+    found: list[str] = []
+    held = {turn.turn_id for turn in turns}
+    prompts = {prompt[0] for prompt in deferred_prompts}
     if held - prompts:
         found.append(f"deferred.turns holds {sorted(held - prompts)!r} without its prompt in "
                      "deferred_prompts")
     if prompts - held:
         found.append(f"deferred_prompts holds {sorted(prompts - held)!r} for no held turn")
-    found += _ring(state.ring, state.config)
     return tuple(found)
 
 
 # A checker asks about state after state, and most steps leave the ring as it was, many the
-# turn: the last answer for each is remembered (see agentturn._memo).
+# turn, most the deferred queue, the calls and the Lead queue: the last answer for each is
+# remembered (see agentturn._memo).
 @remember_recent(1)
 def _ring(ring: EventRing, config: SessionConfig) -> tuple[str, ...]:
     found: list[str] = []

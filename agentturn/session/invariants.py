@@ -35,22 +35,26 @@ from .. import commands as c
 from .. import events as e
 from .._base import Command
 from .._memo import remember_recent
+from ..commands import Record
 from ..guard.state import GuardPhase
 from ..guard.texts import MAX_ATTEMPTS, is_guard_prompt
+from ..lead import LeadEntry
 from ..records import ToolResultRecord, UserMessageRecord
 from ..turn.state import TurnPhase
 from . import fifo
 from . import vocabulary as sv
+from .fifo import QueuedPrompt
+from .reducer import outstanding
 from .ring import EntryKind
 from .state import SessionPhase, SessionState
-from .waiting import WaitKind, waiting_for
+from .waiting import WaitKind, pending
 
 __all__ = ["HardBound", "held_texts", "lost_texts", "stuck"]
 
 #: How a plain guard continuation begins (a combined one begins with the hook's reason).
 _GUARD_OPENING = "[Todo Stop Guard]"
 #: Guard phases with no work chain: entering one is a chain boundary.
-_NO_CHAIN_PHASES = frozenset({GuardPhase.NO_CHAIN, GuardPhase.PLAN})
+_NO_CHAIN_PHASES = (GuardPhase.NO_CHAIN, GuardPhase.PLAN)  # (a tuple: members compare by identity)
 #: A piece of text: ``("user", message_id)`` for a prompt or user-role record,
 #: ``("result", call_id)`` for a tool result, ``("lead", lead_id)`` for a Lead instruction.
 Key = tuple[str, str]
@@ -79,15 +83,24 @@ def held_texts(state: SessionState) -> set[Key]:
 
 def _brought(event: object, commands: tuple[Command, ...]) -> set[Key]:
     """The text ``event`` hands the session (a resend of something held brings nothing new)."""
-    if any(isinstance(x, c.StaleAnswerIgnored) for x in commands):
+    cls = event.__class__
+    bringing = _BRINGS[cls] if cls in _BRINGS else _brings(cls)
+    if bringing is None or any(isinstance(x, c.StaleAnswerIgnored) for x in commands):
         return set()
-    if isinstance(event, e.PromptSubmitted | sv.PromptQueued | sv.AutomaticTurnDue):
-        return {("user", event.message_id)}
-    if isinstance(event, e.LeadSubmitted):
-        return {("lead", event.lead_id)}
-    if isinstance(event, e.ToolFinished):
-        return {("result", event.call_id)}
-    return set()
+    return {(bringing[0], getattr(event, bringing[1]))}
+
+
+#: The events that bring text: the kind of text, and the field that names it.
+_BRINGING: tuple[tuple[type | tuple[type, ...], tuple[str, str]], ...] = (
+    ((e.PromptSubmitted, sv.PromptQueued, sv.AutomaticTurnDue), ("user", "message_id")),
+    (e.LeadSubmitted, ("lead", "lead_id")), (e.ToolFinished, ("result", "call_id")))
+#: What :data:`_BRINGING` says of each event class met (found once per class).
+_BRINGS: dict[type, tuple[str, str] | None] = {}
+
+
+def _brings(cls: type) -> tuple[str, str] | None:
+    found = _BRINGS[cls] = next((how for kinds, how in _BRINGING if issubclass(cls, kinds)), None)
+    return found
 
 
 def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -> set[Key]:
@@ -125,11 +138,26 @@ def _fates(before: SessionState, event: object, commands: tuple[Command, ...]) -
     return fates
 
 
-# A walk checks every move from one state in a row, and a random walk goes on from the state
-# its step made: the texts of the last two states asked about are remembered (agentturn._memo).
+# The texts a state holds, part by part (held_texts reads three parts: the queues, the turn's
+# records, its Lead instructions). A walk checks every move from one state in a row, and a
+# random walk goes on from the state its step made; most steps keep most parts as they were:
+# the texts of the last two objects of each part asked about are remembered (agentturn._memo).
 @remember_recent(2)
-def _held(state: SessionState) -> frozenset[Key]:
-    return frozenset(held_texts(state))
+def _queue_texts(queue: tuple[QueuedPrompt, ...], prompts: tuple[tuple[str, str, str], ...]
+                 ) -> frozenset[Key]:
+    return frozenset([*(("user", entry.message_id) for entry in queue),
+                      *(("user", message_id) for _, message_id, _ in prompts)])
+
+
+@remember_recent(2)
+def _record_texts(batch: tuple[Record, ...], owed: tuple[Record, ...]) -> frozenset[Key]:
+    return frozenset(key for key in map(_record_key, (*batch, *owed)) if key is not None)
+
+
+@remember_recent(2)
+def _lead_texts(entries: tuple[LeadEntry, ...], carried: tuple[LeadEntry, ...]
+                ) -> frozenset[Key]:
+    return frozenset(("lead", entry.lead_id) for entry in (*entries, *carried))
 
 
 def lost_texts(before: SessionState, event: object, after: SessionState,
@@ -137,10 +165,30 @@ def lost_texts(before: SessionState, event: object, after: SessionState,
     """*No text lost* for one accepted step: what was held or brought in and is now neither
     held nor at a terminal fate (an empty list when nothing is lost)."""
     problems: list[str] = []
-    missing = (_held(before) | _brought(event, commands)) - _held(after) - _fates(
-        before, event, commands)
-    if missing:
-        problems.append(f"no text lost: {sorted(missing)} vanished")
+    # What is missing is (held before | brought) - held after - fates. A text held before by a
+    # part that is the very same object after is held after too: only the texts brought and
+    # those of the parts this step replaced can be missing, so only they are looked at.
+    candidates = _brought(event, commands)
+    turn, new_turn = before.turn, after.turn
+    queues = after.fifo is not before.fifo or after.deferred_prompts is not before.deferred_prompts
+    if queues:
+        candidates |= _queue_texts(before.fifo, before.deferred_prompts)
+    records = leads = False
+    if new_turn is not turn:
+        records = new_turn.batch is not turn.batch or new_turn.owed is not turn.owed
+        if records:
+            candidates |= _record_texts(turn.batch, turn.owed)
+        leads = (new_turn.lead.entries is not turn.lead.entries
+                 or new_turn.request_leads is not turn.request_leads)
+        if leads:
+            candidates |= _lead_texts(turn.lead.entries, turn.request_leads)
+    if candidates:
+        missing = (candidates - _queue_texts(after.fifo, after.deferred_prompts)
+                   - _record_texts(new_turn.batch, new_turn.owed)
+                   - _lead_texts(new_turn.lead.entries, new_turn.request_leads)
+                   - _fates(before, event, commands))
+        if missing:
+            problems.append(f"no text lost: {sorted(missing)} vanished")
     if isinstance(event, sv.MidTurnDrained) and event.messages:
         # Drained messages become Lead instructions of the turn, or come back to the client.
         kept = [entry.text for entry in after.turn.lead.entries]
@@ -154,30 +202,36 @@ def lost_texts(before: SessionState, event: object, after: SessionState,
     return problems
 
 
+# Enum members the check reads, bound once (cheaper than reading them off their classes).
+_CLOSED, _IDLE = SessionPhase.CLOSED, SessionPhase.IDLE
+_BACKGROUND, _RETRY = WaitKind.BACKGROUND, WaitKind.RETRY
+
+
 def stuck(state: SessionState) -> list[str]:
     """*Never stuck* for one state (an empty list when it is not stuck)."""
-    if state.phase is SessionPhase.CLOSED:
+    phase = state.phase
+    if phase is _CLOSED:
         return []
-    waiting = waiting_for(state)
-    answers = [w for w in waiting if w.kind is WaitKind.ANSWER]
+    # What waiting_for(state) lists, without building its values: the answers (outstanding,
+    # one for one and in order), then the rest (waiting.pending).
+    answers = outstanding(state)
+    rest = pending(state)
     problems: list[str] = []
-    if state.phase is not SessionPhase.IDLE and not answers:
-        problems.append(f"never stuck: a {state.phase.name} session awaits no answer")
-    if state.phase is SessionPhase.IDLE:
+    if phase is not _IDLE and not answers:
+        problems.append(f"never stuck: a {phase.name} session awaits no answer")
+    if phase is _IDLE:
         if fifo.has_queued_prompt(state.fifo):
             problems.append("never stuck: a complete queued prompt waits while idle")
-        if state.deferred.turns and not waiting:
+        if state.deferred.turns and not answers and not rest:
             problems.append("never stuck: automatic turns are held and nothing can wake them")
-    for item in waiting:
-        if item.kind is WaitKind.BACKGROUND and not (
-                any(live.item_id == item.answer_id for live in state.background.live)
-                or any(note.notification_id == item.answer_id
-                       for note in state.background.queued)):
-            problems.append(f"never stuck: waits for background {item.answer_id!r} that is gone")
-        if item.kind is WaitKind.RETRY and state.turn.resume_phase is None:
+    for kind, answer_id in rest:
+        if kind is _BACKGROUND and not (
+                any(live.item_id == answer_id for live in state.background.live)
+                or any(note.notification_id == answer_id for note in state.background.queued)):
+            problems.append(f"never stuck: waits for background {answer_id!r} that is gone")
+        if kind is _RETRY and state.turn.resume_phase is None:
             problems.append("never stuck: waits for a retry no turn offers")
-    # ``answers`` are ``outstanding(state)``, one for one and in order (see waiting_for).
-    if len({(w.command, w.answer_id) for w in answers}) != len(answers):
+    if len(answers) > 1 and len({(o.command, o.answer_id) for o in answers}) != len(answers):
         problems.append("never stuck: an awaiting command is outstanding twice")
     return problems
 
@@ -208,17 +262,17 @@ class HardBound(NamedTuple):
              commands: tuple[Command, ...]) -> tuple[HardBound, list[str]]:
         """The monitor after one accepted step, and what broke (an empty list if nothing)."""
         streams, loop_open, follow_ups, combined_next, combined = self
-        boundary = (after.guard.phase in _NO_CHAIN_PHASES
-                    and before.guard.phase not in _NO_CHAIN_PHASES)
-        if after.guard.chain != before.guard.chain or boundary:
+        guard, new_guard = before.guard, after.guard
+        if new_guard is not guard and (new_guard.chain != guard.chain or (
+                new_guard.phase in _NO_CHAIN_PHASES and guard.phase not in _NO_CHAIN_PHASES)):
             # A new work chain is a new stage: a prompt (user input) or an unrelated automatic
             # turn's own chain (SG-A10); a related one keeps the chain, and its count. A chain
             # boundary (trust cleared, Approval plan mode) ends the chain: what runs after it
             # is no longer the guard's (SG-A12, SG-C3).
             streams, loop_open, follow_ups, combined = 0, False, frozenset(), False
-        chunk = any(isinstance(x, sv.Publish) and x.entry.kind is EntryKind.GUARD_CHUNK
-                    for x in commands)
         if isinstance(event, e.StreamOpened) and after.turn is not before.turn:
+            chunk = any(isinstance(x, sv.Publish) and x.entry.kind is EntryKind.GUARD_CHUNK
+                        for x in commands)
             attributable = chunk or event.request_id in follow_ups
             streams += int(attributable)
             combined = attributable and (combined if event.request_id in follow_ups and not chunk

@@ -82,19 +82,35 @@ def held(state: SessionState) -> tuple[Held, ...]:
     return prompts + turns
 
 
+# (read once: a member read off its enum class costs ten times a global on Python 3.11)
+_CLOSED, _IDLE = SessionPhase.CLOSED, SessionPhase.IDLE
+
+
 def waiting_for(state: SessionState) -> tuple[Waiting, ...]:
     """Everything ``state`` waits for (see the module docstring); ``()``: nothing."""
     found = [Waiting(kind=WaitKind.ANSWER, answer_id=o.answer_id, command=o.command)
              for o in outstanding(state)]
-    if state.phase is SessionPhase.CLOSED:
-        return tuple(found)
-    if state.client_prompt:
-        found.append(Waiting(kind=WaitKind.CLIENT_PROMPT))
-    found.extend(Waiting(kind=WaitKind.PROMPT_CONTENT, answer_id=entry.prompt_id)
-                 for entry in state.fifo if not entry.complete)
-    if state.phase is SessionPhase.IDLE and state.turn.resume_phase is not None:
-        found.append(Waiting(kind=WaitKind.RETRY, answer_id=state.turn.turn_id))
-    if state.phase is SessionPhase.IDLE and g.holds_automatic_turns(state.guard):
-        found.extend(Waiting(kind=WaitKind.BACKGROUND, answer_id=answer_id)
-                     for answer_id in bg.relevant_ids(state.background))
+    found.extend(Waiting(kind=kind, answer_id=answer_id) for kind, answer_id in pending(state))
     return tuple(found)
+
+
+def pending(state: SessionState) -> list[tuple[WaitKind, str]]:
+    """What :func:`waiting_for` lists after the answers, as ``(kind, answer id)`` pairs, in its
+    order. (The session's *never stuck* check asks this of every state a walk reaches, and
+    building the :class:`Waiting` values would cost more than the rest of the check.)"""
+    phase = state.phase
+    if phase is _CLOSED:
+        return []
+    found: list[tuple[WaitKind, str]] = []
+    if state.client_prompt:
+        found.append((WaitKind.CLIENT_PROMPT, ""))
+    if state.fifo:
+        found.extend((WaitKind.PROMPT_CONTENT, entry.prompt_id)
+                     for entry in state.fifo if not entry.complete)
+    if phase is _IDLE:
+        if state.turn.resume_phase is not None:
+            found.append((WaitKind.RETRY, state.turn.turn_id))
+        if g.holds_automatic_turns(state.guard):
+            found.extend((WaitKind.BACKGROUND, answer_id)
+                         for answer_id in bg.relevant_ids(state.background))
+    return found

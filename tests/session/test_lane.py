@@ -117,3 +117,15 @@ def test_passes_through_says_what_the_translations_do() -> None:
                 if passes:
                     assert only_handed_on, (state, command)
     assert checked[True] > 100 and checked[False] > 10
+
+
+def test_the_explorers_coverage_sees_the_steps_the_lanes_make(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coverage report watches each part where the session calls it: the lanes' calls
+    count as the message loop's would (the same edges reached with the lanes and without)."""
+    from agentturn.tools.explore import explore
+
+    with_lanes = explore(3, "daemon", "armed").coverage
+    monkeypatch.setattr(session_reducer, "LANE_ROUTES", {})
+    without = explore(3, "daemon", "armed").coverage
+    assert with_lanes is not None and with_lanes == without

@@ -35,6 +35,7 @@ from ... import events as e
 from ... import guard as g
 from ... import lead as lead_part
 from ..._base import Event, Step
+from ..._memo import remember_recent
 from ...records import ToolCall
 from ...session import (
     AutomaticKind,
@@ -45,6 +46,8 @@ from ...session import (
     outstanding,
 )
 from ...session import vocabulary as sv
+from ...session.background import Deferred, LiveItem
+from ...session.fifo import QueuedPrompt
 from ...turn.state import LeadPermissionPolicy, TurnConfig, TurnPhase
 from .. import explore as package  # this package, for its ``reduce`` (see _reduce)
 
@@ -53,6 +56,8 @@ __all__ = ["ANSWER", "CONFIGS", "DAEMON", "LATE", "MISUSE", "SCRIPT", "STARTS", 
 
 P = SessionPhase
 T = TurnPhase
+# (read once: a member read off its enum class costs ten times a global on Python 3.11)
+_S_CLOSED, _T_AWAITING_STREAM, _T_ENDING = P.CLOSED, T.AWAITING_STREAM, T.ENDING
 
 #: Small bounds, so that the exploration reaches them: the FIFO, the deferred queue and the ring.
 CONFIGS: dict[str, SessionConfig] = {
@@ -101,10 +106,16 @@ def _number(text: str, prefix: str) -> int:
     return int(rest) if rest.isdigit() else 0
 
 
-def _next_lead_id(s: SessionState) -> str:
-    prefix = f"{s.turn.turn_id}/L"
-    taken = [entry.lead_id for entry in s.turn.lead.entries] + list(s.turn.lead.recent)
+def _next_lead_id(turn_id: str, lead: lead_part.LeadQueue) -> str:
+    prefix = f"{turn_id}/L"
+    taken = [entry.lead_id for entry in lead.entries] + list(lead.recent)
     return f"{prefix}{1 + max((_number(i, prefix) for i in taken), default=0)}"
+
+
+# Most steps keep the turn's id and its Lead queue: the move is remembered for those objects.
+@remember_recent(2)
+def _lead_move(chat_id: str, turn_id: str, lead: lead_part.LeadQueue) -> Move:
+    return Move(kind=USER, event=_lead(chat_id, _next_lead_id(turn_id, lead)), weight=0.3)
 
 
 def _next_id(next_seq: int, held: tuple[str, ...], letter: str) -> str:
@@ -210,13 +221,13 @@ def _answers(s: SessionState, owed: Iterable[tuple[str, str]]) -> list[Move]:
         if kind == "Persist":
             found = _write_answers(answer)
         elif kind == "RequestModelStream":
-            found = (_open_answers(answer) if turn.phase is T.AWAITING_STREAM
+            found = (_open_answers(answer) if turn.phase is _T_AWAITING_STREAM
                      else _responses(answer))
         elif kind == "AskPermission":
             found = _decisions(answer)
         elif kind == "ExecuteTool":
             found = _tool_results(answer, turn.calls[turn.next_call].name == TODO_TOOL,
-                                  turn.phase is T.ENDING)
+                                  turn.phase is _T_ENDING)
         else:
             found = _other_answers(kind, answer)
         out += found
@@ -293,78 +304,102 @@ def _moves_with_ids(next_seq: int, held: tuple[str, ...], idle: bool, closing: b
     return tuple(found)
 
 
-def _user_and_daemon(s: SessionState) -> list[Move]:
-    phase, turn = s.phase, s.turn
+def _user_and_daemon(s: SessionState) -> tuple[Move, ...]:
+    turn = s.turn
+    return _user_and_daemon_of(s.phase, s.config, turn.turn_id, turn.resume_phase, turn.lead,
+                               s.fifo, s.deferred, s.ring.next_seq, s.clients, s.background.live,
+                               s.guard.phase)
+
+
+# The user's and the daemon's moves depend on these few parts of a state, which most steps keep
+# (the turn changes, its id and its Lead queue mostly not): remembered for them.
+@remember_recent(2)
+def _user_and_daemon_of(phase: SessionPhase, config: SessionConfig, turn_id: str,
+                        resume_phase: TurnPhase | None, lead: lead_part.LeadQueue,
+                        fifo: tuple[QueuedPrompt, ...], deferred: Deferred, next_seq: int,
+                        clients: tuple[str, ...], live: tuple[LiveItem, ...],
+                        guard_phase: g.GuardPhase) -> tuple[Move, ...]:
     if phase is P.CLOSED:
-        return [_M_CLOSED]
-    held = (*(p.prompt_id for p in s.fifo), *(t.turn_id for t in s.deferred.turns),
-            turn.turn_id)
-    fresh = _moves_with_ids(s.ring.next_seq, held, phase is P.IDLE, phase is P.CLOSING)
+        return (_M_CLOSED,)
+    held = (*(p.prompt_id for p in fifo), *(t.turn_id for t in deferred.turns), turn_id)
+    fresh = _moves_with_ids(next_seq, held, phase is P.IDLE, phase is P.CLOSING)
     moves: list[Move] = []
     if phase is P.IDLE:
         moves.append(fresh[0])
-        if turn.resume_phase is not None:
-            moves.append(Move(kind=USER, event=_continue(turn.turn_id), weight=2.0))
+        if resume_phase is not None:
+            moves.append(Move(kind=USER, event=_continue(turn_id), weight=2.0))
     else:
         moves.append(_M_STOP)
-    if lead_part.is_offered(turn.lead):
-        moves.append(Move(kind=USER, event=_lead(s.config.chat_id, _next_lead_id(s)),
-                          weight=0.3))
+    if lead_part.is_offered(lead):
+        moves.append(_lead_move(config.chat_id, turn_id, lead))
     moves.append(_M_HARD)
     if phase is not P.CLOSING:
         moves += fresh[-2:]
     moves.append(_M_CLOSE)
-    moves.append(_M_DETACH if "desk" in s.clients else _M_ATTACH)
+    moves.append(_M_DETACH if "desk" in clients else _M_ATTACH)
     moves.append(_M_REWIND)
-    moves.append(_M_BG_END if s.background.live else _M_BG_START)
-    moves.append(_M_DEFAULT if s.guard.phase is g.GuardPhase.PLAN else _M_PLAN)
-    return moves
+    moves.append(_M_BG_END if live else _M_BG_START)
+    moves.append(_M_DEFAULT if guard_phase is g.GuardPhase.PLAN else _M_PLAN)
+    return tuple(moves)
+
+
+def _late_move(event: Event) -> Move:
+    return Move(kind=LATE, event=event, weight=0.3)
 
 
 @_cache
-def _late_stream(request_id: str) -> Event:
-    return e.StreamCompleted(request_id=request_id, text="late", finish_reason="stop")
+def _late_stream(request_id: str) -> Move:
+    return _late_move(e.StreamCompleted(request_id=request_id, text="late", finish_reason="stop"))
 
 
 @_cache
-def _late_click(call_id: str) -> Event:
-    return e.PermissionDecided(call_id=call_id, decision=e.PermissionDecision.ALLOW)
+def _late_click(call_id: str) -> Move:
+    return _late_move(e.PermissionDecided(call_id=call_id, decision=e.PermissionDecision.ALLOW))
 
 
 @_cache
-def _late_drain(drain_id: str) -> Event:
-    return sv.MidTurnDrained(drain_id=drain_id, messages=("typed late",))
+def _late_drain(drain_id: str) -> Move:
+    return _late_move(sv.MidTurnDrained(drain_id=drain_id, messages=("typed late",)))
 
 
 @_cache
-def _late_title(request_id: str) -> Event:
-    return e.TitleGenerated(request_id=request_id, title="Late")
+def _late_title(request_id: str) -> Move:
+    return _late_move(e.TitleGenerated(request_id=request_id, title="Late"))
 
 
 @_cache
-def _late_hooks(run_id: str) -> Event:
-    return sv.StopHookFailed(run_id=run_id, error="late")
+def _late_hooks(run_id: str) -> Move:
+    return _late_move(sv.StopHookFailed(run_id=run_id, error="late"))
 
 
-def _late(s: SessionState, waiting: Collection[tuple[str, str]]) -> list[Event]:
-    out: list[Event] = []
+def _late(s: SessionState, waiting: Collection[tuple[str, str]]) -> list[Move]:
+    out: list[Move] = []
     turn, title = s.turn, s.turn.title
-    if s.phase is P.CLOSED:
+    if s.phase is _S_CLOSED:
         return out
-    cancelled = turn.cancelled_request
+    # (turn.cancelled_request and turn.dismissed_call, read without their property calls)
+    cancelled = turn.cancelled_requests[-1] if turn.cancelled_requests else ""
     if cancelled and ("RequestModelStream", cancelled) not in waiting:
         out.append(_late_stream(cancelled))
-    dismissed = turn.dismissed_call
+    dismissed = turn.dismissed_calls[-1] if turn.dismissed_calls else ""
     if dismissed and ("AskPermission", dismissed) not in waiting:
         out.append(_late_click(dismissed))
     if s.late_drain:
         out.append(_late_drain(s.late_drain))
     if title.requests and ("RequestTitle", title.request_id) not in waiting:
         out.append(_late_title(title.request_id))
-    runs = [issued for issued in s.issued if "/hooks-" in issued]  # the session's own memory
-    if runs and ("RunStopHooks", runs[-1]) not in waiting:
-        out.append(_late_hooks(runs[-1]))
+    run = _last_run(s.issued)
+    if run and ("RunStopHooks", run) not in waiting:
+        out.append(_late_hooks(run))
     return out
+
+
+@remember_recent(1)
+def _last_run(issued: tuple[str, ...]) -> str:
+    """The last hook run the session issued ("" when none): its own memory of ids, which most
+    steps keep as it was."""
+    runs = [answer for answer in issued if "/hooks-" in answer]
+    return runs[-1] if runs else ""
 
 #: The last two states :func:`awaited` answered for, and its answers, kept by identity (each
 #: state is held, so its id cannot be reused). A walk asks about one state for every move it
@@ -412,7 +447,7 @@ def alphabet(s: SessionState) -> list[Move]:
     moves += _user_and_daemon(s)
     late = _late(s, owed)
     if late:
-        moves += [Move(kind=LATE, event=event, weight=0.3) for event in late]
+        moves += late
     moves += _MISUSE_MOVES
     return moves
 

@@ -26,6 +26,7 @@ exercised.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -60,7 +61,7 @@ def watching(calls: set[Call]) -> Iterator[None]:
     from ... import lead as lead_part
     from ... import titles as titles_part
     from ... import turn as turn_part
-    from ...session import translate
+    from ...session import lane, translate
 
     def watch(part: str, original: Any, phase: Callable[[Any], Any]) -> Any:
         def watched(state: Any, event: Any, *rest: Any) -> Any:
@@ -69,10 +70,14 @@ def watching(calls: set[Call]) -> Iterator[None]:
             return result
         return watched
 
-    spots = [(turn_part, "reduce_into", "turn", lambda s: s.phase),
-             (translate, "guard_into", "guard", lambda s: s.phase),
-             (lead_part, "reduce", "lead", lambda s: s.admission),
-             (titles_part, "reduce", "titles", lambda s: s.phase)]
+    phase_of, admission_of = operator.attrgetter("phase"), operator.attrgetter("admission")
+    spots = [(turn_part, "reduce_into", "turn", phase_of),
+             (translate, "guard_into", "guard", phase_of),
+             # the direct lane calls the same two parts itself (agentturn.session.lane)
+             (lane, "turn_into", "turn", phase_of),
+             (lane, "guard_into", "guard", phase_of),
+             (lead_part, "reduce", "lead", admission_of),
+             (titles_part, "reduce", "titles", phase_of)]
     saved = [(module, name, getattr(module, name)) for module, name, _, _ in spots]
     try:
         for module, name, part, phase in spots:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -68,6 +69,11 @@ PROGRESS_EVERY = 100_000
 RECHECK_EVERY = 8
 
 
+_GUARD_CHUNK, _GUARD_EXHAUSTED = EntryKind.GUARD_CHUNK, EntryKind.GUARD_EXHAUSTED
+#: A move's weight (a Move is a named tuple: its third item), read in C.
+_WEIGHT = operator.itemgetter(2)
+
+
 class _SplitMix:
     """SplitMix64: a small seeded generator, so the walks are the same on every Python."""
 
@@ -85,9 +91,15 @@ class _SplitMix:
         return ((z ^ (z >> 31)) >> 11) * bound / (1 << 53)
 
     def pick(self, moves: Sequence[Move]) -> Move:
-        """One of ``moves``, each as likely as its weight."""
-        totals = list(itertools.accumulate(m.weight for m in moves))
-        return moves[min(bisect.bisect_right(totals, self.below(totals[-1])), len(moves) - 1)]
+        """One of ``moves``, each as likely as its weight (``below``, written out: the fuzzer
+        picks once per step)."""
+        totals = list(itertools.accumulate(map(_WEIGHT, moves)))
+        mask = self._MASK
+        self.state = z = (self.state + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        point = ((z ^ (z >> 31)) >> 11) * totals[-1] / (1 << 53)
+        return moves[min(bisect.bisect_right(totals, point), len(moves) - 1)]
 
 
 def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20,
@@ -111,10 +123,13 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
     outcomes: Counter[str] = Counter()
     ends: Counter[str] = Counter()
     phases: list[Counter[str]] = [Counter(), Counter(), Counter()]
+    # (session, turn, guard) phase names after each step: one count a step, split at the end
+    seen: Counter[tuple[str, str, str]] = Counter()
     kinds: set[str] = set()
     findings: dict[str, _Findings] = {name: _Findings(name, max_violations) for name in names}
     chunks = exhaustions = episodes = 0
     done = 0
+    closed = P.CLOSED  # (read once: a member read off its enum class costs more than a local)
     while done < steps:
         config = names[episodes % len(names)]
         episodes += 1
@@ -131,22 +146,26 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
             if progress is not None and done % PROGRESS_EVERY == 0:
                 progress(done)
             outcomes[result.outcome] += 1
-            problems = list(result.problems)
+            problems = result.problems
             if result.state is not state:
-                problems += state_rules(result.state, result.owed)
-            findings[config].add(problems, functools.partial(list, moves))
+                rules = state_rules(result.state, result.owed)
+                if rules:
+                    problems = (*problems, *rules)
+            if problems:
+                findings[config].add(problems, functools.partial(list, moves))
             for command in result.commands:
                 if isinstance(command, c.EndTurn):
                     ends[command.outcome.kind.name] += 1
                 elif isinstance(command, sv.Publish):
-                    chunks += command.entry.kind is EntryKind.GUARD_CHUNK
-                    exhaustions += command.entry.kind is EntryKind.GUARD_EXHAUSTED
+                    chunks += command.entry.kind is _GUARD_CHUNK
+                    exhaustions += command.entry.kind is _GUARD_EXHAUSTED
             state, streams = result.state, result.streams
-            phases[0][state.phase._name_] += 1
-            phases[1][state.turn.phase._name_] += 1
-            phases[2][state.guard.phase._name_] += 1
-            if state.phase is P.CLOSED:
+            seen[state.phase._name_, state.turn.phase._name_, state.guard.phase._name_] += 1
+            if state.phase is closed:
                 break
+    for names_seen, times in seen.items():  # the three parts' phases, counted apart
+        for counter, name in zip(phases, names_seen, strict=True):
+            counter[name] += times
     counts: Counter[tuple[str, str]] = Counter()
     for found in findings.values():
         counts.update(found.counts)

@@ -45,13 +45,14 @@ from ... import events as e
 from ... import guard as g
 from ... import lead as lead_part
 from ..._base import AwaitingCommand, Command, Event
+from ..._memo import remember_recent
 from ...errors import ProtocolError, UnexpectedEvent
-from ...session import SESSION_GRAPH, SessionPhase, SessionState
+from ...session import SESSION_GRAPH, SessionConfig, SessionPhase, SessionState
 from ...session import fifo as fifo_part
 from ...session import vocabulary as sv
 from ...session.consistency import inconsistencies
 from ...session.invariants import HardBound, lost_texts, stuck
-from ...session.ring import EntryKind
+from ...session.ring import EntryKind, RingEntry
 from ...turn.state import TurnPhase
 from .alphabet import _MUST_ACCEPT, MISUSE, Move, _owed, _reduce, awaited
 
@@ -89,58 +90,90 @@ class Violation:
 
 # --- the rules ----------------------------------------------------------------------------------
 
+# Enum members the state rules read, bound once: on Python 3.11 reading a member off its class
+# costs ten times reading a global, and a walk checks every state it reaches.
+_S_IDLE, _S_CLOSED, _T_IDLE, _T_STOP = P.IDLE, P.CLOSED, T.IDLE, T.AWAITING_STOP_DECISION
+_IDLE_OR_CLOSED, _TURN_PHASES = (P.IDLE, P.CLOSED), (P.TURN, P.DRAINING, P.HOOKS)
+_STOP_PHASES, _IDLE_OR_ENDING = (P.DRAINING, P.HOOKS), (T.IDLE, T.ENDING)
+_SAVING, _OPEN = lead_part.LeadStatus.SAVING, lead_part.Admission.OPEN
+_CLOSED = lead_part.Admission.CLOSED
+
+
 def check_state(s: SessionState, owed: Sequence[tuple[str, str]] | None = None) -> list[str]:
     """What is wrong with ``s`` on its own (an empty list when nothing is); ``owed`` is
     ``outstanding(s)`` as ``(command name, answer id)`` pairs, when the caller has it."""
     problems: list[str] = []
-    config, turn, guard = s.config, s.turn, s.guard
+    config, turn, guard, phase = s.config, s.turn, s.guard, s.phase
+    turn_phase = turn.phase
 
-    idle_turn = turn.phase is T.IDLE
+    idle_turn = turn_phase is _T_IDLE
     # (A message that names a phase is formatted only when the rule breaks: a state is checked
-    # on every step of a walk, and formatting costs more than the check.)
-    if s.phase in (P.IDLE, P.CLOSED) and not idle_turn:
-        problems.append(f"session {s.phase.name} but the turn is {turn.phase.name}")
-    if s.phase in (P.TURN, P.DRAINING, P.HOOKS) and idle_turn:
-        problems.append(f"session {s.phase.name} but no turn runs")
-    if (turn.phase is T.AWAITING_STOP_DECISION) != (s.phase in (P.DRAINING, P.HOOKS)):
-        problems.append(f"turn {turn.phase.name} in session phase {s.phase.name}")
-    if s.phase is P.IDLE and fifo_part.has_queued_prompt(s.fifo):
+    # on every step of a walk, and formatting costs more than the check. The same goes for the
+    # sets of ids built below: only when two ids could repeat, so a rule could break.)
+    if phase in _IDLE_OR_CLOSED and not idle_turn:
+        problems.append(f"session {phase.name} but the turn is {turn_phase.name}")
+    if phase in _TURN_PHASES and idle_turn:
+        problems.append(f"session {phase.name} but no turn runs")
+    if (turn_phase is _T_STOP) != (phase in _STOP_PHASES):
+        problems.append(f"turn {turn_phase.name} in session phase {phase.name}")
+    fifo = s.fifo
+    if phase is _S_IDLE and fifo and fifo_part.has_queued_prompt(fifo):
         problems.append("SO-2: a complete prompt waits idle")
-    if s.phase is P.CLOSED and (s.fifo or s.deferred.turns or s.grace):
+    if phase is _S_CLOSED and (fifo or s.deferred.turns or s.grace):
         problems.append("CLOSED still holds work")
-    if len(s.fifo) > fifo_part.MAX_QUEUED:
+    if len(fifo) > fifo_part.MAX_QUEUED:
         problems.append("the FIFO is over its bound")
     if len(s.deferred.turns) > config.max_deferred:
         problems.append("BG-6: the deferred queue is over its bound")
     # what a state must agree on by itself (indexes, ids, bounded memories, held turns and their
     # prompts): the library's one check, which a restored state passes too
-    problems.extend(inconsistencies(s))
-    if len(s.ring.live) > config.ring_capacity or len(s.ring.pinned) > config.ring_pinned:
+    found = inconsistencies(s)
+    if found:
+        problems.extend(found)
+    ring = s.ring
+    if len(ring.live) > config.ring_capacity or len(ring.pinned) > config.ring_pinned:
         problems.append("OB-6: the ring is over its bounds")
     queue = turn.lead
-    if sum(x.status is lead_part.LeadStatus.SAVING for x in queue.entries) > 1:
+    entries = queue.entries
+    if len(entries) > 1 and sum(x.status is _SAVING for x in entries) > 1:
         problems.append("LD-4: two Lead saves in flight")
-    if queue.admission is lead_part.Admission.OPEN and turn.phase in (T.IDLE, T.ENDING):
-        problems.append(f"Lead offered in {turn.phase.name}")
-    if idle_turn and queue.admission is not lead_part.Admission.CLOSED:
+    admission = queue.admission
+    if admission is _OPEN and turn_phase in _IDLE_OR_ENDING:
+        problems.append(f"Lead offered in {turn_phase.name}")
+    if idle_turn and admission is not _CLOSED:
         problems.append("Lead admission open with no turn")
+    found = _guard_rules(guard, config)
+    if found:
+        problems.extend(found)
+    usage = s.usage
+    if usage.guard_calls > usage.model_calls:
+        problems.append("OB-5: more guard calls than model calls")
+    if owed is None:
+        owed = _owed(s)
+    many = len(owed) > 1  # (one item or none: no id twice, no kind twice, at most one timer)
+    if many and len(owed) != len(set(owed)):
+        problems.append(f"an awaiting command outstanding twice: {owed}")
+    found_stuck = stuck(s)  # never stuck (the session's invariant)
+    if found_stuck:
+        problems.extend(found_stuck)
+    if many:
+        kinds = [kind for kind, _ in owed if kind != "StartTimer"]
+        if len(kinds) != len(set(kinds)) or len(owed) - len(kinds) > 2:
+            problems.append(f"too many awaiting commands of one kind: {owed}")
+    return problems
+
+
+# Most steps keep the guard as it was: its rules are remembered for it (agentturn._memo).
+@remember_recent(1)
+def _guard_rules(guard: g.GuardState, config: SessionConfig) -> tuple[str, ...]:
+    problems: list[str] = []
     if guard.attempts > g.MAX_ATTEMPTS or guard.pending_attempt > g.MAX_ATTEMPTS:
         problems.append("SG-B1: more guard attempts than allowed")
     if (guard.phase is g.GuardPhase.OFF) != (not config.guard.enabled):
         problems.append("SG-C2: the guard's presence differs from its configuration")
     if guard.phase is g.GuardPhase.CONTINUING and guard.pending_attempt < 1:
         problems.append("a pending continuation without an attempt")
-    if s.usage.guard_calls > s.usage.model_calls:
-        problems.append("OB-5: more guard calls than model calls")
-    if owed is None:
-        owed = _owed(s)
-    if len(owed) != len(set(owed)):
-        problems.append(f"an awaiting command outstanding twice: {owed}")
-    problems.extend(stuck(s))  # never stuck (the session's invariant)
-    kinds = [kind for kind, _ in owed if kind != "StartTimer"]
-    if len(kinds) != len(set(kinds)) or len(owed) - len(kinds) > 2:
-        problems.append(f"too many awaiting commands of one kind: {owed}")
-    return problems
+    return tuple(problems)
 
 
 def state_rules(s: SessionState, owed: Sequence[tuple[str, str]] | None = None
@@ -209,7 +242,7 @@ def check_step(s: SessionState, streams: HardBound, move: Move,
     except ProtocolError as error:
         if move.kind in _MUST_ACCEPT:
             problems.append(("refused", f"a {move.kind} event was refused: {error}"))
-        if (s.phase, name) not in SESSION_GRAPH.table and not isinstance(error, UnexpectedEvent):
+        if (s.phase._name_, name) not in _DECLARED and not isinstance(error, UnexpectedEvent):
             problems.append(("table", f"an undeclared pair raised {type(error).__name__}"))
         return StepResult(outcome="refused", state=s, streams=streams, problems=tuple(problems))
     except Exception as error:  # the one rule: nothing but ProtocolError escapes
@@ -224,32 +257,69 @@ def check_step(s: SessionState, streams: HardBound, move: Move,
             problems.append(("determinism", "the same step gave another result"))
     if new.phase._name_ not in _DECLARED.get((s.phase._name_, name), ()):
         problems.append(("table", f"{s.phase.name} --{name}--> {new.phase.name} is not declared"))
-    absorbed = any(isinstance(x, c.StaleAnswerIgnored) for x in commands)
+    # One pass over the commands gathers what the rules below ask of them.
+    published: list[RingEntry] = []
+    absorbed = touches = False  # touches: an awaiting command, a cancel or a CancelTool
+    ends = 0
+    for x in commands:
+        role, touch = _ROLES.get(x.__class__) or _role(x.__class__)
+        if role is _PUBLISH:
+            published.append(x.entry)  # type: ignore[attr-defined]
+        elif role is _STALE:
+            absorbed = True
+        elif role is _END:
+            ends += 1
+        if touch:
+            touches = True
     if absorbed and (len(commands) != 1 or new != s):
         problems.append(("stale", f"a late answer changed something or said more: {commands}"))
     after = awaited(new, after=True)
-    problems += _check_outstanding(s, after, event, commands)
+    if touches or (after is not (before := awaited(s)) and after.keys() != before.keys()):
+        problems += _check_outstanding(s, after, event, commands)
+    # (else nothing was handed out or cancelled and the same items are outstanding: each rule
+    # of _check_outstanding holds)
     # The ring and the usage (OB-5, OB-6).
-    published = [x.entry for x in commands if isinstance(x, sv.Publish)]
-    seqs = [entry.seq for entry in published]
-    if new.ring.next_seq - s.ring.next_seq != len(published) or seqs != list(
-            range(s.ring.next_seq, s.ring.next_seq + len(published))):
-        problems.append(("ring", f"seqs {seqs} after {s.ring.next_seq - 1}"))
-    chunks = [entry for entry in published if entry.kind is EntryKind.GUARD_CHUNK]
+    if published or new.ring.next_seq != s.ring.next_seq:
+        seqs = [entry.seq for entry in published]
+        if new.ring.next_seq - s.ring.next_seq != len(published) or seqs != list(
+                range(s.ring.next_seq, s.ring.next_seq + len(published))):
+            problems.append(("ring", f"seqs {seqs} after {s.ring.next_seq - 1}"))
+    chunks = sum(entry.kind is EntryKind.GUARD_CHUNK for entry in published)
     opened = isinstance(event, e.StreamOpened) and new.turn is not s.turn
-    if new.usage.model_calls - s.usage.model_calls != int(opened):
-        problems.append(("usage", "OB-5: model calls counted wrongly"))
-    if new.usage.guard_calls - s.usage.guard_calls != len(chunks):
-        problems.append(("usage", "OB-2, OB-5: a guard call without its one chunk, or the reverse"))
+    usage, used = new.usage, s.usage
+    if usage is not used or opened or chunks:
+        if usage.model_calls - used.model_calls != int(opened):
+            problems.append(("usage", "OB-5: model calls counted wrongly"))
+        if usage.guard_calls - used.guard_calls != chunks:
+            problems.append(("usage", "OB-2, OB-5: a guard call without its one chunk, or the "
+                                      "reverse"))
     # The session's invariants: no text lost, and the hard bound over the path (SG-B1).
-    problems += [("no text lost", p) for p in lost_texts(s, event, new, commands)]
+    lost = lost_texts(s, event, new, commands)
+    if lost:
+        problems += [("no text lost", p) for p in lost]
     streams, broken = streams.step(s, event, new, commands)
-    problems += [("SG-B1", p) for p in broken]
-    if sum(isinstance(x, c.EndTurn) for x in commands) > 1:
+    if broken:
+        problems += [("SG-B1", p) for p in broken]
+    if ends > 1:
         problems.append(("end", "two EndTurn in one step"))
-    return StepResult(outcome="absorbed" if absorbed else "accepted", state=new,
-                      streams=streams, commands=commands, problems=tuple(problems),
-                      owed=tuple(after))
+    return StepResult("absorbed" if absorbed else "accepted", new, streams, commands,
+                      tuple(problems), tuple(after))
+
+
+#: What :func:`check_step` asks of a command, by its class (found once per class by
+#: :func:`_role`): its role, and whether it touches what is outstanding (an awaiting command, a
+#: cancel or a ``CancelTool``).
+_PUBLISH, _STALE, _END, _OTHER = "publish", "stale", "end", "other"
+_ROLES: dict[type, tuple[str, bool]] = {}
+
+
+def _role(cls: type) -> tuple[str, bool]:
+    role = (_PUBLISH if issubclass(cls, sv.Publish) else _STALE
+            if issubclass(cls, c.StaleAnswerIgnored) else _END if issubclass(cls, c.EndTurn)
+            else _OTHER)
+    found = _ROLES[cls] = (role, issubclass(cls, AwaitingCommand | c.CancelTool)
+                           or cls.__name__ in _CANCELS)
+    return found
 
 
 def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], event: Event,
@@ -260,6 +330,8 @@ def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], even
               if isinstance(x, AwaitingCommand)}
     cancelled: set[tuple[str, str]] = set()
     for command in commands:
+        if not (_ROLES.get(command.__class__) or _role(command.__class__))[1]:
+            continue  # neither a cancel nor a CancelTool
         cancel = _CANCELS.get(type(command).__name__)
         if cancel is not None:
             item = (cancel[0], getattr(command, cancel[1]))
@@ -268,13 +340,19 @@ def _check_outstanding(s: SessionState, after: dict[tuple[str, str], type], even
             cancelled.add(item)
         elif isinstance(command, c.CancelTool) and ("ExecuteTool", command.call_id) not in before:
             problems.append(("outstanding", f"{command!r} for a tool not running"))
-    for item in sorted(issued - set(after)):
-        problems.append(("outstanding", f"{item} handed out but not outstanding"))
-    for item in sorted(set(after) - set(before) - issued):
-        problems.append(("outstanding", f"{item} outstanding without a command"))
+    # (the dicts answer membership themselves: no set of their keys is built, and nothing is
+    # sorted unless something is wrong)
+    lost = [item for item in issued if item not in after]
+    if lost:
+        problems += [("outstanding", f"{item} handed out but not outstanding")
+                     for item in sorted(lost)]
+    unasked = [item for item in after if item not in before and item not in issued]
+    if unasked:
+        problems += [("outstanding", f"{item} outstanding without a command")
+                     for item in sorted(unasked)]
     for item, awaiting in before.items():
-        if item in after or _answers_item(event, item, awaiting) or item in cancelled or (
-                item[0] in _ABANDONABLE):
+        if item in after or item in cancelled or item[0] in _ABANDONABLE or _answers_item(
+                event, item, awaiting):
             continue
         problems.append(("outstanding", f"{item} stopped being awaited without an answer or "
                                         "a cancel"))
