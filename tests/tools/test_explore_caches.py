@@ -175,3 +175,12 @@ def test_a_walk_leaves_no_cyclic_garbage_so_the_collector_may_rest() -> None:
     finally:
         gc.enable()
     assert gc.collect() == 0
+
+
+def test_the_responses_copied_from_a_template_equal_those_built_directly() -> None:
+    module = sys.modules["agentturn.tools.explore.alphabet"]  # (the package hides its name)
+    for request_id in ("t0/r1", "t12.3/r7", "t1/r2"):
+        copied = [(move.weight, move.event) for move in module._responses(request_id)]
+        built = list(module._built_responses(request_id))
+        assert copied == built
+        assert [repr(event) for _, event in copied] == [repr(event) for _, event in built]

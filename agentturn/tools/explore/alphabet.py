@@ -36,6 +36,7 @@ from ... import guard as g
 from ... import lead as lead_part
 from ..._base import Event, Step
 from ..._memo import remember_recent
+from ..._trusted import replacer
 from ...records import ToolCall
 from ...session import (
     AutomaticKind,
@@ -156,6 +157,27 @@ def _open_answers(request_id: str) -> _Weighted:
 
 @_answer_moves
 def _responses(request_id: str) -> _Weighted:
+    # A new request id every round, and eight validated events for each: they are copied from
+    # the ones built (and validated) once for a template id, with only the ids changed (ids the
+    # session issued, so valid as the template's are). tests/tools/test_explore_caches.py
+    # checks the copies equal the events built directly.
+    out: list[tuple[float, Event]] = []
+    for weight, event in _RESPONSE_TEMPLATES:
+        if isinstance(event, e.StreamCompleted):
+            calls = tuple(_with_call_id(call, f"{request_id}/c1") for call in event.tool_calls)
+            out.append((weight, _with_response_ids(event, request_id, calls)))
+        else:
+            out.append((weight, _with_failed_id(event, request_id)))
+    return tuple(out)
+
+
+_with_response_ids = replacer(e.StreamCompleted, "request_id", "tool_calls")
+_with_call_id = replacer(ToolCall, "call_id")
+_with_failed_id = replacer(e.StreamFailed, "request_id")
+
+
+def _built_responses(request_id: str) -> _Weighted:
+    """The responses to ``request_id``, each event built (and validated) by its class."""
     def calls(name: str, permission: bool = False) -> tuple[ToolCall, ...]:
         return (ToolCall(call_id=f"{request_id}/c1", name=name, arguments="{}",
                          needs_permission=permission),)
@@ -172,6 +194,9 @@ def _responses(request_id: str) -> _Weighted:
             (0.3, done("Cut", "length", calls("read_file"))),
             (0.3, done("", "tool_use", malformed=True)),
             (0.3, e.StreamFailed(request_id=request_id, error="connection reset", network=True)))
+
+
+_RESPONSE_TEMPLATES = _built_responses("template/r1")
 
 
 @_answer_moves
