@@ -13,7 +13,7 @@ ended or an automatic turn came due, and none of that happens while a turn runs 
 can be built directly: the parts are called in the order the rules give, on the state itself,
 with no :class:`~agentturn.session.tick.Tick`, no inbox and no settle.
 
-A lane step exists for each of these handlers (:data:`_LANES`), and takes the step only in the
+A lane step exists for each of these handlers (:data:`LANES`), and takes the step only in the
 plain case its handler names; anything else (the todo-write call's result, a cancelled dialog,
 the guard's own stream, a request another part must attribute, the turn's end) goes through the
 message loop, which is the definition. When a turn-only event turns out to need the session
@@ -34,7 +34,7 @@ from typing import Any
 
 from .. import guard as g
 from .._base import Command, Step
-from .._trusted import replacer
+from .._trusted import new_step, replacer
 from ..events import (
     PermissionDecided,
     PermissionDecision,
@@ -56,18 +56,14 @@ __all__ = ["LANES"]
 _Handler = Callable[[Tick, Any], None]
 _Lane = Callable[[SessionState, Any], "Step[SessionState] | None"]
 
-#: ``Step`` is a tuple subclass; its own validated output needs no ``__new__`` call.
-_new_tuple = tuple.__new__
 #: ``(state, turn, ring)``: a response recorded and its text published.
 _with_turn_and_ring = replacer(SessionState, "turn", "ring")
 #: ``(state, turn, guard, guard_request, hook_request, usage)``: an ordinary stream opened.
 _opened = replacer(SessionState, "turn", "guard", "guard_request", "hook_request", "usage")
-#: What the guard hears when an ordinary stream opens (no fields: one instance will do).
-_ORDINARY_STREAM_OPENED = g.OrdinaryStreamOpened()
 
 
 def _step(state: SessionState, commands: list[Command]) -> Step[SessionState]:
-    return _new_tuple(Step, (state, tuple(commands)))
+    return new_step(state=state, commands=tuple(commands))
 
 
 def _for_the_host(state: SessionState, commands: list[Command]) -> bool:
@@ -82,14 +78,12 @@ def _turn_alone(state: SessionState, event: object) -> Step[SessionState] | None
     """``to_turn`` (and the handlers below in their plain case): only the turn hears it."""
     commands: list[Command] = []
     turn = turn_into(state.turn, event, commands)
-    for command in commands:
-        if type(command) in SESSION_ACTS_ON and not passes_through(state, command):
-            tick = Tick(state)  # the session has a part in it: the message loop goes on
-            heard_by_turn(tick, turn, commands, None)
-            settle(tick)
-            return _new_tuple(Step, (tick.s, tuple(tick.out)))
-    return _new_tuple(Step, (state if turn is state.turn else with_turn(state, turn),
-                             tuple(commands)))
+    if not _for_the_host(state, commands):
+        tick = Tick(state)  # the session has a part in it: the message loop goes on
+        heard_by_turn(tick, turn, commands, None)
+        settle(tick)
+        return _step(tick.s, tick.out)
+    return _step(state if turn is state.turn else with_turn(state, turn), commands)
 
 
 def _tool_finished(state: SessionState, event: ToolFinished) -> Step[SessionState] | None:
@@ -114,7 +108,7 @@ def _stream_opened(state: SessionState, event: StreamOpened) -> Step[SessionStat
     if turn is state.turn:
         return _step(state, commands)  # a late answer the turn absorbed
     said: list[Command] = []
-    guard = guard_into(state.guard, _ORDINARY_STREAM_OPENED, said)  # it ends its tool loop
+    guard = guard_into(state.guard, on.ORDINARY_STREAM_OPENED, said)  # it ends its tool loop
     if said:
         return None
     usage = count_model_call(state.usage, guard=False, hook=event.request_id == state.hook_request)

@@ -54,6 +54,7 @@ from .vocabulary import CancelTimer, PromptRefused
 
 __all__ = [
     "CLOSED_LEAD",
+    "ORDINARY_STREAM_OPENED",
     "on_continue",
     "on_lead",
     "on_permission",
@@ -72,8 +73,9 @@ CLOSED_LEAD = "This chat is closed; your text was not sent and is kept as a draf
 _STREAM_PHASES = (TurnPhase.AWAITING_STREAM, TurnPhase.STREAMING)
 #: ``(state, guard_request, hook_request, usage)``: the copy every opened stream makes.
 _opened_copy = replacer(SessionState, "guard_request", "hook_request", "usage")
-#: The guard's event for every ordinary stream that opens (it has no fields: one will do).
-_ORDINARY_STREAM_OPENED = g.OrdinaryStreamOpened()
+#: The guard's event for every ordinary stream that opens (it has no fields: one will do; the
+#: direct lane sends it too).
+ORDINARY_STREAM_OPENED = g.OrdinaryStreamOpened()
 
 
 #: The handler of an event only the turn needs to hear: ``to_turn(tick, event)`` queues it for
@@ -143,7 +145,7 @@ def on_stream_opened(tick: Tick, event: StreamOpened) -> None:
             tick.to_guard(g.GuardStreamOpened(), committed)  # SG-B3: the attempt commits now
             return
         tick.s = _opened_copy(s, "", "", count_model_call(s.usage, guard=False, hook=hook_call))
-        tick.to_guard(_ORDINARY_STREAM_OPENED)  # the guard only ends its tool loop
+        tick.to_guard(ORDINARY_STREAM_OPENED)  # the guard only ends its tool loop
 
     tick.to_turn(event, opened)
 

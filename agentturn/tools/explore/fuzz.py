@@ -91,15 +91,9 @@ class _SplitMix:
         return ((z ^ (z >> 31)) >> 11) * bound / (1 << 53)
 
     def pick(self, moves: Sequence[Move]) -> Move:
-        """One of ``moves``, each as likely as its weight (``below``, written out: the fuzzer
-        picks once per step)."""
+        """One of ``moves``, each as likely as its weight."""
         totals = list(itertools.accumulate(map(_WEIGHT, moves)))
-        mask = self._MASK
-        self.state = z = (self.state + 0x9E3779B97F4A7C15) & mask
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-        point = ((z ^ (z >> 31)) >> 11) * totals[-1] / (1 << 53)
-        return moves[min(bisect.bisect_right(totals, point), len(moves) - 1)]
+        return moves[min(bisect.bisect_right(totals, self.below(totals[-1])), len(moves) - 1)]
 
 
 def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20,
