@@ -637,17 +637,24 @@ def _spread(values: list[float]) -> str:
 def walk_figures(args: argparse.Namespace) -> None:
     """The explorer's and the fuzzer's cost against the reduce they check (paired, interleaved),
     and the deep walk's wall time with one and two workers (see ``walks.py``)."""
-    explore_ratios, fuzz_ratios = [], []
+    explore_ratios, fuzz_ratios, explore_seconds, fuzz_seconds = [], [], [], []
     for _ in range(args.walk_repeats):
         walk, reduce, transitions = walks.explore_pair()
         explore_ratios.append(walk / reduce)
+        explore_seconds.append(walk)
         step, reduce, steps = walks.fuzz_pair()
         fuzz_ratios.append(step / reduce)
+        fuzz_seconds.append(step)
     print(f"ratio explore transition/reduce: {statistics.median(explore_ratios):.2f}")
     print(f"  paired ratios explore transition/reduce: {_spread(explore_ratios)} "
           f"(daemon/armed to depth 4, {transitions} transitions, one worker)")
     print(f"ratio fuzz step/reduce: {statistics.median(fuzz_ratios):.2f}")
     print(f"  paired ratios fuzz step/reduce: {_spread(fuzz_ratios)} ({steps} steps)")
+    # The same walks in absolute terms: what a user of `agentturn explore` and `fuzz` waits
+    # for, which the ratios above do not show (a faster reduce raises them).
+    print(f"explore transitions per core per second: "
+          f"{1 / statistics.median(explore_seconds):,.0f}")
+    print(f"fuzz steps per core per second: {1 / statistics.median(fuzz_seconds):,.0f}")
     if args.explore_depth < 1:
         return
     before = walks.parallel_capacity()

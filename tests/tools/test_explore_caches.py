@@ -158,19 +158,24 @@ def test_what_is_outstanding_is_checked_in_full_whenever_it_can_break() -> None:
 
 
 def test_a_walk_leaves_no_cyclic_garbage_so_the_collector_may_rest() -> None:
-    """The explorer turns the cycle collector off during a walk (checker.run): that is only
-    safe while a walk makes no reference cycles, which this checks (and that it is back on)."""
+    """The explorer and the fuzzer turn the cycle collector off while they walk
+    (checker.collector_resting): that is only safe while a walk makes no reference cycles,
+    which this checks (and that the collector is back on, or stays off if it was)."""
     import gc
 
-    from agentturn.tools.explore import explore
+    from agentturn.tools.explore import explore, fuzz
 
     gc.collect()
-    explore(3, "daemon", "armed")
+    seen: list[bool] = []
+    explore(3, "daemon", "armed", progress=lambda *_: seen.append(gc.isenabled()))
+    fuzz(3_000, seed=5, clock=lambda: seen.append(gc.isenabled()) or 0.0)
+    assert seen and not any(seen)  # off during the walks
     assert gc.isenabled()
     assert gc.collect() == 0
     gc.disable()
     try:
         explore(3, "interactive", "draining", workers=2)
+        fuzz(500, seed=6)
         assert not gc.isenabled()  # a host's choice stays
     finally:
         gc.enable()

@@ -42,7 +42,7 @@ import gc
 import multiprocessing
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -52,7 +52,8 @@ from .alphabet import alphabet
 from .coverage import Call, Sighting, phases_of, sighting, watching
 from .invariants import check_step, state_rules
 
-__all__ = ["MASK", "Path", "Shard", "collision_probability", "default_workers", "owner", "run"]
+__all__ = ["MASK", "Path", "Shard", "collector_resting", "collision_probability",
+           "default_workers", "owner", "run"]
 
 MASK = (1 << 64) - 1
 #: The moves taken from the start, each an index into the alphabet of the state it was made in.
@@ -63,6 +64,25 @@ Adopted = tuple[bool, "Path", Node, tuple[tuple[str, str], ...]]
 #: One step in :data:`RECHECK_EVERY` is reduced twice, to check it is deterministic; which ones
 #: is decided by the path, so the same steps are re-run whatever the number of workers.
 RECHECK_EVERY = 8
+
+
+@contextlib.contextmanager
+def collector_resting() -> Iterator[None]:
+    """The cycle collector off for the block, and back on after it unless the host had turned
+    it off.
+
+    A walk (this module's, or the fuzzer's) makes millions of frozen values, none in a cycle:
+    reference counting frees every one, and the collector's passes only walk live values and
+    find nothing (``tests/tools/test_explore_caches.py`` checks that a walk and a fuzz run leave
+    no cyclic garbage). Off, it saves about a seventh of an exhaustive walk's time and a few
+    per cent of a fuzz run's; set before the workers fork, it is off in them too."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def owner(state_fingerprint: int, workers: int) -> int:
@@ -314,56 +334,47 @@ def run(root: Node, depth: int, workers: int, key: Callable[[str, str], tuple[st
         ) -> tuple[list[int], list[dict[str, Any]]]:
     """The walk (the module docstring): the new nodes per level, and each shard's totals."""
     per_level: list[int] = []
-    # A walk makes millions of frozen values, none in a cycle: reference counting frees every
-    # one, and the cycle collector's passes only walk live values and find nothing (a depth-5
-    # walk leaves the same handful of objects for it with the collector on or off; a test
-    # checks that a walk leaves none). So the collector is off during the walk, in the workers
-    # too (set before they fork), which saves about a seventh of a walk's time, and back on at
-    # the end unless the host had turned it off.
     shards = [Shard(index, workers, key) for index in range(workers)]
     links: list[Any] = []
-    collecting = gc.isenabled()
-    try:
-        gc.disable()
-        if workers == 1:
-            links = [_Local(shards[0])]
-        else:
-            context = multiprocessing.get_context("fork")
-            links = [_Remote(context, shard) for shard in shards]
-        root_owner = owner(hash(root[0]) & MASK, workers)
-        links[root_owner].send("seed", root)
-        links[root_owner].receive()
-        nodes = 1
+    with collector_resting():  # (see collector_resting: a walk makes no cycles)
+        try:
+            if workers == 1:
+                links = [_Local(shards[0])]
+            else:
+                context = multiprocessing.get_context("fork")
+                links = [_Remote(context, shard) for shard in shards]
+            root_owner = owner(hash(root[0]) & MASK, workers)
+            links[root_owner].send("seed", root)
+            links[root_owner].receive()
+            nodes = 1
 
-        def everyone(name: str, arguments: list[tuple[Any, ...]]) -> list[Any]:
-            for link, args in zip(links, arguments, strict=True):
-                link.send(name, *args)
-            return [link.receive() for link in links]
+            def everyone(name: str, arguments: list[tuple[Any, ...]]) -> list[Any]:
+                for link, args in zip(links, arguments, strict=True):
+                    link.send(name, *args)
+                return [link.receive() for link in links]
 
-        for level in range(1, depth + 1):
-            offers: list[list[tuple[int, int, Path, int]]] = [[] for _ in links]
-            for producer, by_owner in enumerate(everyone("expand", [()] * workers)):
-                for target, items in by_owner.items():
-                    offers[target].extend((*item, producer) for item in items)
-            wins: list[list[tuple[int, bool]]] = [[] for _ in links]
-            for by_producer in everyone("decide", [(items,) for items in offers]):
-                for producer, fps in by_producer.items():
-                    wins[producer].extend(fps)
-            moving: list[list[Any]] = [[] for _ in links]
-            for by_target in everyone("release", list(zip(wins, _balance(wins), strict=True))):
-                for target, items in by_target.items():
-                    moving[target].extend(items)
-            new = sum(everyone("adopt", [(items, level == depth) for items in moving]))
-            if not new:
-                break
-            per_level.append(new)
-            nodes += new
-            if progress is not None:
-                progress(len(per_level), nodes)
-        totals = everyone("totals", [()] * workers)
-    finally:
-        for link in links:
-            link.close()
-        if collecting:
-            gc.enable()
+            for level in range(1, depth + 1):
+                offers: list[list[tuple[int, int, Path, int]]] = [[] for _ in links]
+                for producer, by_owner in enumerate(everyone("expand", [()] * workers)):
+                    for target, items in by_owner.items():
+                        offers[target].extend((*item, producer) for item in items)
+                wins: list[list[tuple[int, bool]]] = [[] for _ in links]
+                for by_producer in everyone("decide", [(items,) for items in offers]):
+                    for producer, fps in by_producer.items():
+                        wins[producer].extend(fps)
+                moving: list[list[Any]] = [[] for _ in links]
+                for by_target in everyone("release", list(zip(wins, _balance(wins), strict=True))):
+                    for target, items in by_target.items():
+                        moving[target].extend(items)
+                new = sum(everyone("adopt", [(items, level == depth) for items in moving]))
+                if not new:
+                    break
+                per_level.append(new)
+                nodes += new
+                if progress is not None:
+                    progress(len(per_level), nodes)
+            totals = everyone("totals", [()] * workers)
+        finally:
+            for link in links:
+                link.close()
     return per_level, totals

@@ -27,6 +27,7 @@ from ...session import vocabulary as sv
 from ...session.invariants import HardBound
 from ...session.ring import EntryKind
 from .alphabet import CONFIGS, Move, alphabet
+from .checker import collector_resting
 from .invariants import check_step, state_rules
 from .search import _Findings, _Report, _violation_line
 
@@ -111,6 +112,13 @@ def fuzz(steps: int, seed: int = 0, episode: int = 400, max_violations: int = 20
     for name, value in (("steps", steps), ("episode", episode)):
         if type(value) is not int or value < 1:
             raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
+    with collector_resting():  # (a fuzz run makes no reference cycles, as a walk makes none)
+        return _walks(steps, seed, episode, max_violations, configs, clock, progress)
+
+
+def _walks(steps: int, seed: int, episode: int, max_violations: int, configs: Iterable[str],
+           clock: Callable[[], float], progress: Callable[[int], None] | None) -> FuzzReport:
+    """:func:`fuzz`'s walks, its arguments checked."""
     began = clock()
     rng = _SplitMix(seed)
     names = list(configs)

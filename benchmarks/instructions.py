@@ -1,0 +1,138 @@
+"""Benchmark: the ratios of ``run.py`` counted in instructions, which do not depend on the host.
+
+Run:  python benchmarks/instructions.py [--fuzz-steps N] [--explore-depth D]   (needs valgrind)
+
+``run.py`` measures CPU time, and on this project's shared two-core virtual machines the same
+tree gives ``reduce/floor`` 3.3-3.5 on one host and 4.0-4.4 on another (``README.md``, "Third
+look"): a ratio of two Python code paths of very different shapes (the reduce walks a few
+kilobytes of state through some forty small functions; the floor builds one class) depends on
+the host's caches. Instructions executed do not, so this script prints the same ratios counted
+by ``valgrind --tool=cachegrind --cache-sim=no`` (no cache simulation: only the count):
+
+* ``instructions reduce/floor``: ``session.reduce`` on the recorded trace's ready-made events,
+  over the floor on the same events (``run.time_reduce`` and ``run.time_floor``);
+* ``instructions explore transition/reduce``: one explorer walk (daemon, ``armed``, one worker,
+  every check) per transition, over ``session.reduce`` on the very ``(state, event)`` pairs that
+  walk reduced, replayed with the cycle collector off (as the walk runs);
+* ``instructions fuzz step/reduce``: the same for a seeded fuzz run.
+
+Each figure is a difference of two whole processes that differ only in the part measured (the
+interpreter's start, the imports, a first warming run are in both and cancel), so it is exact
+up to the few instructions of a loop. As in ``run.py``, the walk measured is the second of two
+in one process (the first fills the alphabet's caches), and a pair reduced twice in a row (the
+determinism re-run) is replayed once. It takes several minutes: valgrind runs Python about
+fifty times slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+
+def _child(mode: str, what: str, size: int, times: int) -> int:
+    """The measured program: ``mode`` ``walk`` runs ``times`` walks (``what``: explore or
+    fuzz) after a first one; ``replay`` captures one walk's pairs and reduces them ``times``
+    times; ``trace`` runs ``run.time_reduce`` or ``run.time_floor`` ``times`` times."""
+    if mode == "trace":
+        import run  # beside this file (a script's directory is on the path)
+        events = [run.build(spec) for spec in run.record_trace()]
+        timer = run.time_reduce if what == "reduce" else run.time_floor
+        timer(events, 1)  # warm, in both processes of a difference
+        for _ in range(times):
+            timer(events, 1)
+        return len(events)
+    from agentturn.errors import ProtocolError
+    from agentturn.tools import explore
+
+    def walk() -> int:
+        if what == "explore":
+            return explore.explore(size, "daemon", "armed", workers=1).transitions
+        return explore.fuzz(size, seed=3).steps
+
+    if mode == "walk":
+        count = walk()
+        for _ in range(times):
+            walk()
+        return count
+    real = explore.reduce
+    pairs: list[tuple[Any, Any]] = []
+
+    def capture(state: Any, event: Any) -> Any:
+        if not pairs or pairs[-1][0] is not state or pairs[-1][1] is not event:
+            pairs.append((state, event))
+        return real(state, event)
+
+    explore.reduce = capture
+    try:
+        walk()
+    finally:
+        explore.reduce = real
+    gc.disable()
+    for _ in range(times):
+        for state, event in pairs:
+            try:  # noqa: SIM105 - contextlib.suppress would add its own cost to the count
+                real(state, event)
+            except ProtocolError:
+                pass
+    return len(pairs)
+
+
+def _count(mode: str, what: str, size: int, times: int) -> tuple[int, int]:
+    """Instructions of one child process, and the count it reports (events, transitions, steps
+    or pairs). The hash seed is fixed, so that the two processes of a difference lay out their
+    sets and dicts alike and run the same instructions but for the part measured."""
+    result = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, os.path.abspath(__file__), "--child", mode, what, str(size),
+         str(times)], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind:\n{result.stderr[-2000:]}")
+    return int(found.group(1).replace(",", "")), int(result.stdout.split()[-1])
+
+
+def _difference(mode: str, what: str, size: int, times: int = 1) -> tuple[int, int]:
+    """The instructions of ``times`` more walks, replays or trace passes, and their count."""
+    more, count = _count(mode, what, size, times)
+    zero, _ = _count(mode, what, size, 0)
+    return more - zero, count * times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--fuzz-steps", type=int, default=20_000)
+    parser.add_argument("--explore-depth", type=int, default=4)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        mode, what, size, times = args.child
+        print(_child(mode, what, int(size), int(times)))
+        return 0
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed: nothing to count", file=sys.stderr)
+        return 2
+    reduce, events = _difference("trace", "reduce", 0, times=5)
+    floor, _ = _difference("trace", "floor", 0, times=5)
+    print(f"instructions per event: reduce {reduce / events:,.0f}, floor {floor / events:,.0f}")
+    print(f"instructions reduce/floor: {reduce / floor:.2f}")
+    for what, size, unit in (("explore", args.explore_depth, "transition"),
+                             ("fuzz", args.fuzz_steps, "step")):
+        walked, count = _difference("walk", what, size)
+        replayed, pairs = _difference("replay", what, size)
+        per_walk, per_pair = walked / count, replayed / pairs
+        print(f"instructions per {unit}: {what} {per_walk:,.0f}, its reduce {per_pair:,.0f} "
+              f"({count} {unit}s, {pairs} pairs)")
+        print(f"instructions {what} {unit}/reduce: {per_walk / per_pair:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
