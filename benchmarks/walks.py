@@ -28,9 +28,9 @@ from agentturn.tools import explore
 Pair = tuple[Any, Any]
 
 
-def _captured(run: Callable[[], object]) -> tuple[float, list[Pair]]:
-    """The CPU seconds of ``run()``, and the ``(state, event)`` pairs it reduced (a pair
-    reduced twice in a row, a determinism re-run, is kept once)."""
+def capture_pairs(run: Callable[[], object]) -> list[Pair]:
+    """Run ``run()`` and return the ``(state, event)`` pairs it reduced (a pair reduced twice in
+    a row, a determinism re-run, is kept once)."""
     real = explore.reduce
     pairs: list[Pair] = []
 
@@ -41,9 +41,15 @@ def _captured(run: Callable[[], object]) -> tuple[float, list[Pair]]:
 
     explore.reduce = capture
     try:
-        run()  # the capture's own cost is not timed: the pairs are timed below, the walk again
+        run()
     finally:
         explore.reduce = real
+    return pairs
+
+
+def _captured(run: Callable[[], object]) -> tuple[float, list[Pair]]:
+    """The CPU seconds of ``run()``, and the pairs it reduced (:func:`capture_pairs`)."""
+    pairs = capture_pairs(run)  # the capture's own cost is not timed: the walk runs again
     started = time.process_time()
     run()
     return time.process_time() - started, pairs
@@ -61,21 +67,26 @@ def time_reduce(pairs: list[Pair]) -> float:
     return time.process_time() - started
 
 
+def explore_walk(depth: int = 4, start: str = "armed") -> int:
+    """The explorer walk the ratios are measured on (daemon, one worker); its transitions."""
+    return explore.explore(depth, "daemon", start, workers=1).transitions
+
+
+def fuzz_walk(steps: int = 20_000, seed: int = 3) -> int:
+    """The fuzz run the ratios are measured on; its steps."""
+    return explore.fuzz(steps, seed=seed).steps
+
+
 def explore_pair(depth: int = 4, start: str = "armed") -> tuple[float, float, int]:
     """One paired measurement: explorer CPU per transition, reduce CPU per pair, transitions."""
-    report: list[Any] = []
-
-    def walk() -> None:
-        report[:] = [explore.explore(depth, "daemon", start, workers=1)]
-
-    seconds, pairs = _captured(walk)
-    transitions = report[0].transitions
-    return seconds / transitions, time_reduce(pairs) / len(pairs), transitions
+    transitions: list[int] = []
+    seconds, pairs = _captured(lambda: transitions.append(explore_walk(depth, start)))
+    return seconds / transitions[-1], time_reduce(pairs) / len(pairs), transitions[-1]
 
 
 def fuzz_pair(steps: int = 20_000, seed: int = 3) -> tuple[float, float, int]:
     """One paired measurement: fuzzer CPU per step, reduce CPU per pair, steps."""
-    seconds, pairs = _captured(lambda: explore.fuzz(steps, seed=seed))
+    seconds, pairs = _captured(lambda: fuzz_walk(steps, seed))
     return seconds / steps, time_reduce(pairs) / len(pairs), steps
 
 
