@@ -40,6 +40,7 @@ from .turn import (
     TurnState,
     outstanding,
     reduce,
+    review_calls,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ __all__ = [
     "lead",
     "outstanding",
     "reduce",
+    "review_calls",
     "titles",
     *_commands_all,
     *_events_all,

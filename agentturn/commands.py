@@ -101,7 +101,18 @@ class RequestModelStream(AwaitingCommand):
     #: Saved Lead instructions this request gives the model, in save order (LD-8, LD-16). The
     #: host marks them applied once the request is made.
     lead_ids: tuple[str, ...] = attrs.field(default=(), validator=ids)
-    #: True for the one corrective retry after a malformed tool-call format (TL-6).
+    #: True when this request is the one corrective retry after a response whose tool-call
+    #: format was malformed (TL-6). The turn has already written that response
+    #: (``ResponseRecord.malformed_tool_format``) and a ``SKIPPED`` result for each of its
+    #: calls, none of which ran. Send the conversation as written, then one short instruction
+    #: of the host's own telling the model its last tool call could not be parsed and to send
+    #: it again with valid arguments (the turn writes no text for it). Where the engine refuses
+    #: the broken call in the history (Anthropic's ``input`` must be an object), send that
+    #: response with its text only, without its calls and their results. Otherwise this is an
+    #: ordinary request: ``lead_ids``, the budgeting step and the answers are the same. A second
+    #: malformed response in a row ends the turn ``MALFORMED_TOOL_FORMAT``; a well-formed one
+    #: resets the allowance. The request ``ContinueTurn`` sends again after it failed is still
+    #: corrective.
     corrective: bool = attrs.field(default=False, validator=is_bool)
 
     @property
@@ -150,8 +161,19 @@ class ExecuteTool(AwaitingCommand):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class CancelTool(Notice):
-    """The user pressed Stop while ``call_id`` runs: cancel it if it can be cancelled safely,
-    then answer ``ToolFinished`` with whatever it produced."""
+    """Stop or a hard stop came while ``call_id`` runs: ask the tool to stop if it can.
+
+    The turn sends it only then (after the call's ``ExecuteTool``, before its
+    ``ToolFinished``), once per call; never for a Lead, which never cancels (LD-10), and never
+    for a call still waiting for permission (that is ``DismissPermission``). Whether the tool
+    may stop is the host's decision, since only the host knows what the tool does: stop a tool
+    that can stop without leaving work half done (a read, a search, a command that can be
+    interrupted), and let one that cannot run to its end; a write is never stopped part-way.
+    Either way, answer with exactly one ``ToolFinished`` once the tool has really ended:
+    ``cancelled=True`` with what it produced if it stopped short (the record then names what
+    ended the turn), ``cancelled=False`` with its whole output if it ran to its end. The turn's
+    ending stands either way; it waits for that result and saves it.
+    """
 
     call_id: str = attrs.field(validator=is_id)
 

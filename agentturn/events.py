@@ -281,7 +281,9 @@ class ToolFinished(Event):
 
     call_id: str = attrs.field(validator=is_id)
     output: str = attrs.field(validator=is_str)
-    #: True when the tool stopped because the host cancelled it after Stop.
+    #: True when the tool stopped before it finished: cancelled by the host (``CancelTool``
+    #: after Stop or a hard stop), or on its own (a timeout) while the turn goes on. The
+    #: record is ``CANCELLED``, and its reason says which of these happened.
     cancelled: bool = attrs.field(default=False, validator=is_bool)
     #: True when the tool reported a failure (MCP's ``isError``); the output still goes to the
     #: model, and the record is still ``EXECUTED``.
@@ -289,6 +291,17 @@ class ToolFinished(Event):
     #: The tool's structured result, if it has one (JSON-like; for example the todo-write tool's
     #: ``{"type": "todo_list", "todos": [...]}``). Not persisted; the session reads it once.
     structured: Any = attrs.field(default=None, repr=False, validator=is_json)
+    #: True when this tool ends the task (a "submit" command completed): its result is saved
+    #: ``EXECUTED``, the response's later calls are recorded not run, and the turn ends with
+    #: ``OutcomeKind.ENDED_BY_TOOL`` (not an error, not a natural stop). A tool that was
+    #: cancelled or failed did not end the task, so ``cancelled`` and ``error`` must be false.
+    #: After Stop or a hard stop the turn's ending stands; the result is still saved.
+    ends_task: bool = attrs.field(default=False, validator=is_bool)
+
+    def __attrs_post_init__(self) -> None:
+        if self.ends_task and (self.cancelled or self.error):
+            raise FieldError("ToolFinished.ends_task needs a tool that completed: .cancelled "
+                             "and .error must be false")
 
 
 # --- storage ----------------------------------------------------------------------------------

@@ -162,6 +162,12 @@ class ToolCall(Value):
     #: A discovered (MCP or extension) tool rather than a built-in one; such a tool never counts
     #: as the built-in todo-write tool, whatever its name (SG-A3).
     discovered: bool = attrs.field(default=False, validator=is_bool)
+    #: The host's own reason for refusing this call before it runs (an unknown tool name, a
+    #: missing required argument, its policy), for the model to read; "" (the default) refuses
+    #: nothing. A refused call never runs and is never asked about, even with
+    #: ``needs_permission``: when its turn comes (TL-4) its result is recorded ``REFUSED`` with
+    #: this text and the turn goes on. :func:`agentturn.review_calls` sets it.
+    refusal: str = attrs.field(default="", validator=is_str)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -182,6 +188,23 @@ class ResponseRecord(Value):
     finish_reason: FinishReason = attrs.field(validator=one_of(FinishReason))
     #: True when the tool-call format was malformed; such calls are never executed (TL-6).
     malformed_tool_format: bool = attrs.field(default=False, validator=is_bool)
+    #: Which signal showed that the response was cut at the output limit (the finish reason
+    #: itself, the output tokens at the requested limit, an unclosed tool block ...), the same
+    #: as the turn outcome's ``cut_off``; ``None`` for a response that was not cut (TL-9).
+    cut_off: CutOffSignal | None = attrs.field(default=None,
+                                               validator=optional(one_of(CutOffSignal)))
+
+    @property
+    def completes_normally(self) -> bool:
+        """True when the response ended normally (a known normal finish reason, no cut-off
+        signal), so its tool calls may run and be sent to the engine again (TL-9).
+
+        The rule for history: a response for which this is false (cut off, withheld for
+        safety, an unknown finish) goes to the engine in later requests with its text only:
+        leave out its tool calls, whose arguments may be incomplete JSON a server rejects, and
+        the result records the turn wrote for them. Keep all of them in storage.
+        """
+        return self.cut_off is None and self.finish_reason.completes_normally
 
 
 class ToolResultStatus(enum.Enum):
@@ -197,6 +220,9 @@ class ToolResultStatus(enum.Enum):
     CANCELLED = "cancelled"
     #: The permission dialog was dismissed by a Lead instruction (ADR-0066 supersede policy).
     SUPERSEDED = "superseded"
+    #: The host refused the call before it ran (``ToolCall.refusal``): an unknown tool, a
+    #: missing argument, its policy; ``reason`` is the host's text for the model.
+    REFUSED = "refused"
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
@@ -236,6 +262,10 @@ class OutcomeKind(enum.Enum):
     MALFORMED_TOOL_FORMAT = "malformed_tool_format"
     #: The host's opt-in action budget was used up (TL-1: there is none by default).
     ACTION_BUDGET = "action_budget"
+    #: A tool ended the task (``ToolFinished(ends_task=True)``, a "submit"): its result is
+    #: saved, the response's later calls are recorded not run, and the turn ends. Not an
+    #: error, and not a natural stop (no Stop hook or guard continuation follows).
+    ENDED_BY_TOOL = "ended_by_tool"
     #: The host's own authority ended the turn (``HardStopped``): a hook, loop protection, a
     #: resource limit, the automatic-continuation limit. The message says which.
     HALTED = "halted"
@@ -259,7 +289,8 @@ class HardStopKind(enum.Enum):
     COMPACTION_FAILED = "compaction_failed"
     #: The chain's turn ended in a way it cannot resume from (an output limit, a content filter,
     #: an unrecognized finish reason, a second malformed format, the action budget, a retry
-    #: window that ran out), or nothing that could resume it is left.
+    #: window that ran out, a tool that ended the task), or nothing that could resume it is
+    #: left.
     UNRESUMABLE = "unresumable"
     #: The todo stop guard used its attempts; no third guard-attributable stream opens (SG-B5).
     GUARD_BUDGET = "guard_budget"

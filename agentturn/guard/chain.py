@@ -55,12 +55,16 @@ def holds_automatic_turns(state: GuardState) -> bool:
     """Whether unrelated automatic turns (and follow-up suggestions) must wait (BG-5, BG-7).
 
     True while the guard's chain can still resume or a complete FIFO prompt has priority: a
+    queued prompt the guard yielded to has neither run nor been reported aborted
+    (``prompt_first``, in any phase, Plan mode and after a trust clear included), a
     continuation is pending (``CONTINUING``), the chain awaits a queued prompt
     (``AWAITING_PROMPT``), the chain is ``ACTIVE`` or ``PAUSED`` and armed with unfinished items
     or has a guard-attributed tool loop open; and, in any phase outside ``OFF`` and ``PLAN``,
     while a foreground turn invalidated by a lifecycle event has not settled (SG-A15). False
     otherwise: off, in Plan mode, with no chain, suspended, or disarmed with no loop open.
     """
+    if state.prompt_first:
+        return True
     phase = state.phase
     if phase is G.OFF or phase is G.PLAN:
         return False
@@ -74,12 +78,15 @@ def holds_automatic_turns(state: GuardState) -> bool:
 def defers_automatic_turn(state: GuardState, related: bool) -> bool:
     """Whether the guard holds an automatic turn back now: the one rule (BG-5, SO-2, SG-A10).
 
-    A queued prompt the chain awaits has priority over every automatic turn. Otherwise only an
+    A queued prompt the guard yielded to has priority over every automatic turn until it runs
+    or its abort is reported, whatever became of the chain meanwhile. Otherwise only an
     *unrelated* turn waits, and only while :func:`holds_automatic_turns`: a related result keeps
     the chain's budget and runs ("a related result retains the current budget, while an
     old-task notification or ordinary cron turn is delayed until the active chain can no longer
     resume").
     """
+    if state.prompt_first:
+        return True
     phase = state.phase
     if phase is G.OFF or phase is G.PLAN:
         return False
@@ -128,9 +135,11 @@ def _on_approval_mode(state: GuardState, event: ApprovalModeChanged, out: _Comma
 
 
 def _on_prompt(state: GuardState, event: OrdinaryPromptStarted, out: _Commands) -> GuardState:
+    # A prompt runs: a queued prompt's priority is over (the FIFO's prompts run as ordinary
+    # prompts, first in first out).
     if state.phase is G.PLAN:
-        return state
-    return _new_chain(state, event.turn_id, out)
+        return _replace(state, prompt_first=False) if state.prompt_first else state
+    return _new_chain(_replace(state, prompt_first=False), event.turn_id, out)
 
 
 def _defer(state: GuardState, event: AutomaticTurnStarted, out: _Commands) -> GuardState:
@@ -141,10 +150,10 @@ def _defer(state: GuardState, event: AutomaticTurnStarted, out: _Commands) -> Gu
 def _on_automatic_turn(state: GuardState, event: AutomaticTurnStarted,
                        out: _Commands) -> GuardState:
     phase = state.phase
-    if phase is G.PLAN:
-        return state  # nothing starts in Plan mode; nothing is held either
     if defers_automatic_turn(state, event.related):
         return _defer(state, event, out)
+    if phase is G.PLAN:
+        return state  # nothing starts in Plan mode
     if event.related and phase is G.SUSPENDED:
         return state  # SG-A11, SG-S1: a related turn never revives a suspended chain
     if event.related and phase in (G.ACTIVE, G.PAUSED, G.CONTINUING):
@@ -228,7 +237,12 @@ def _on_settled(state: GuardState, event: ForegroundPromptSettled, out: _Command
 
 def _on_queued_aborted(state: GuardState, event: QueuedPromptAborted,
                        out: _Commands) -> GuardState:
-    if state.phase is G.AWAITING_PROMPT and event.last:
+    if not event.last:
+        return state
+    if state.phase is G.AWAITING_PROMPT:
         # SO-3, SO-4: the awaiting chain ends for good; unrelated queues may run.
-        return _forget(state, G.NO_CHAIN)
+        return _forget(state, G.NO_CHAIN, prompt_first=False)
+    if state.prompt_first:
+        # The chain ended meanwhile (a trust clear, Plan mode); the priority ends now (SO-4).
+        return _replace(state, prompt_first=False)
     return state

@@ -10,7 +10,9 @@ Its :class:`DecisionReason` says why, as data.
 
 The budget rule lives in one place, :func:`_next_guard_attempt`: a stage allows
 :data:`MAX_ATTEMPTS` guard-attributable streams, prompted continuations and tool-result
-follow-ups alike (SG-B1, SG-B4); new user input (a mid-turn message) starts a new stage (SG-B2).
+follow-ups alike (SG-B1, SG-B4), except the follow-ups of a combined hook + guard stream, which
+belong to the hook's own tool loop (SG-B8); new user input (a mid-turn message) starts a new
+stage (SG-B2).
 Retries and related automatic turns keep the chain and its stage (SG-A10, SG-B2).
 
 The automatic-queue rule lives in one place too, :func:`reduce`: :func:`holds_automatic_turns`
@@ -293,7 +295,7 @@ def _on_natural_stop(state: GuardState, event: NaturalStop, out: _Commands) -> G
     if verdict.decision is Decision.USER_CONTINUATION:
         return _replace(state, attempts=0, loop=LoopOwner.NONE)
     if verdict.decision is Decision.AWAIT_QUEUED_PROMPT:
-        return _replace(state, phase=G.AWAITING_PROMPT, loop=LoopOwner.NONE)
+        return _replace(state, phase=G.AWAITING_PROMPT, loop=LoopOwner.NONE, prompt_first=True)
     if verdict.decision is Decision.EXHAUSTED:
         return _exhaust(state, out)
     if verdict.decision is Decision.CONTINUE:
@@ -334,9 +336,12 @@ def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands)
         # SG-B7: the user's input sponsors the send; no guard attempt, and a new stage.
         out.append(SendToolResults(sponsor=Sponsor.MID_TURN_INPUT))
         return _replace(state, attempts=0, loop=LoopOwner.NONE)
-    if state.loop is LoopOwner.GUARD_AND_HOOK and not state.armed:
-        # SG-B8: the combined stream completed every todo, so what is left is the hook's own
-        # loop: it sends the results with no guard prompt and no guard attempt.
+    if state.loop is LoopOwner.GUARD_AND_HOOK:
+        # SG-B8: a combined hook + guard stream's tool loop is the hook's existing loop: it
+        # sends the results with no guard prompt and no guard attempt, todos finished or not,
+        # exactly as it would with the guard off ("enabling the Guard must not truncate an
+        # external hook continuation"). The combined stream itself was the guard's attempt; the
+        # streams of the hook's loop are not attributable to the guard, so the hard bound holds.
         out.append(SendToolResults(sponsor=Sponsor.STOP_HOOK))
         return _replace(state, loop=LoopOwner.NONE)
     attempt = _next_guard_attempt(state)

@@ -17,6 +17,10 @@ lifecycle events drop it (``NO_CHAIN``). Approval plan mode is a chain boundary 
 clears trust, and after it the guard waits, in ``NO_CHAIN``, for a new prompt or automatic turn
 (SG-C3, SG-A13). The graph below is the one place these moves are declared.
 
+A complete queued prompt's priority outlives the chain that yielded to it: a rewind or Plan
+mode end the chain (``NO_CHAIN``, ``PLAN``) but automatic turns and follow-up suggestions still
+wait (``prompt_first``) until the prompt runs or its abort is reported.
+
 Rules this module keeps: the state holds counts, flags and at most three ids (the live turn, the
 open todo-write call, the one superseded turn), never todo text (OB-4), so it stays bounded; it
 is never persisted (SG-A12).
@@ -190,6 +194,11 @@ class GuardState(State):
     loop: LoopOwner = LoopOwner.NONE
     #: An invalidated foreground turn whose settling releases automatic queues (SG-A15).
     release_on_settle: str = ""
+    #: A complete queued prompt has priority over automatic turns and follow-up suggestions
+    #: (SO-2, BG-7): set when a natural stop yields to it, kept across a trust clear and Plan
+    #: mode, and cleared only when an ordinary prompt starts or the last queued prompt's abort
+    #: is reported (SO-4).
+    prompt_first: bool = False
 
     @property
     def armed(self) -> bool:

@@ -115,8 +115,7 @@ def on_prompt_aborted(tick: Tick, event: PromptAborted) -> None:
     if s.phase is P.CLOSED:
         tick.stale(event, event.prompt_id, "the session is closed")
         return
-    awaited = (s.client_prompt or s.fifo_priority
-               or s.guard.phase is g.GuardPhase.AWAITING_PROMPT)
+    awaited = s.client_prompt or s.fifo_priority or s.guard.prompt_first
     if fifo.find(s.fifo, event.prompt_id) is not None:
         queue = fifo.abort(s.fifo, event.prompt_id)
         # A prompt the client reported complete that is still arriving here is one of the

@@ -22,8 +22,9 @@ may run them on its recorded traffic.
   never keeps a complete queued prompt waiting; and when it holds input that has not run,
   :func:`~agentturn.session.waiting_for` names something the host can still deliver.
 * **The hard bound** (:class:`HardBound`). Without new user input, at most two model streams
-  are attributable to the guard: its continuations, and every follow-up that sends the tool
-  results of one (combined hook + guard continuations included). The monitor follows the
+  are attributable to the guard: its continuations (combined hook + guard continuations
+  included), and every follow-up that sends the tool results of a plain guard continuation (a
+  combined one's follow-ups are the hook's own loop, SG-B8). The monitor follows the
   streams from the commands and events alone, not from the guard's own bookkeeping.
 """
 
@@ -243,7 +244,7 @@ class HardBound(NamedTuple):
     A stream is guard-attributable when it is a guard continuation (its discrete chunk is
     published as it opens) or a follow-up that sends the tool results of an attributable stream
     (SG-B4), with one exception the design makes: the follow-up of a *combined* hook + guard
-    continuation that completed every todo is the hook's own loop (SG-B8). User input (a
+    continuation is the hook's own loop (SG-B8). User input (a
     request carrying Lead instructions), a new work chain and a chain boundary start over.
     """
 
@@ -289,8 +290,8 @@ class HardBound(NamedTuple):
             elif isinstance(command, c.RequestModelStream):
                 if command.lead_ids:  # user input
                     streams, loop_open, follow_ups, combined = 0, False, frozenset(), False
-                elif loop_open and combined and not after.guard.armed:
-                    loop_open = False  # SG-B8: every todo done; the rest is the hook's loop
+                elif loop_open and combined:
+                    loop_open = False  # SG-B8: a combined stream's loop is the hook's own
                 elif loop_open:
                     follow_ups = follow_ups | {command.request_id}
             elif isinstance(command, c.EndTurn):

@@ -19,8 +19,10 @@ and decides, in this order, until nothing more changes:
 
    * the FIFO's first complete prompt (SO-2): a queued prompt always goes first;
    * nothing else while the client holds a complete queued prompt it reported (SO-5's FIFO
-     priority outlives trust clears and hard stops of the old chain), or while a turn that
-     ended with a resumable error keeps the chat for the user's retry (``retry_window``);
+     priority outlives trust clears and hard stops of the old chain); while a turn that ended
+     with a resumable error keeps the chat for the user's retry (``retry_window``), only a
+     *related* automatic turn, which continues the same chain and clears its retry pause
+     (SG-A11; the retry is withdrawn, said with ``RetryWithdrawn``);
    * the first held automatic turn, oldest first, that the guard does not hold back
      (:func:`agentturn.guard.defers_automatic_turn`: only *unrelated* turns wait for a chain
      that can resume), and then an automatic turn that became due in this step.
@@ -125,7 +127,7 @@ def _release_stale_hold(tick: Tick) -> bool:
     guard = s.guard
     if not g.holds_automatic_turns(guard):
         return False
-    if guard.phase is g.GuardPhase.AWAITING_PROMPT:
+    if guard.prompt_first:  # the chain awaits the prompt, or did until a trust clear or Plan
         if fifo.has_queued_prompt(s.fifo) or s.client_prompt:
             return False
         tick.to_guard(g.QueuedPromptAborted(last=True))  # nothing left to await (SO-4)
@@ -146,8 +148,7 @@ def _follow_ups(tick: Tick, turn_id: str) -> None:
     if not s.config.daemon:
         return
     resumable = g.holds_automatic_turns(s.guard)
-    queued = (fifo.has_queued_prompt(s.fifo) or s.client_prompt
-              or s.guard.phase is g.GuardPhase.AWAITING_PROMPT)
+    queued = fifo.has_queued_prompt(s.fifo) or s.client_prompt or s.guard.prompt_first
     if bg.suppress_follow_ups(resumable, queued):
         why = "a queued prompt has priority" if queued else "a work chain can still resume"
         tick.emit(SuppressFollowUpSuggestions(turn_id=turn_id, reason=why))
@@ -178,11 +179,14 @@ def _start_next(tick: Tick) -> bool:
         start_prompt(tick, entry.prompt_id, entry.message_id, entry.text,
                      TurnOrigin.QUEUED_PROMPT)
         return True
-    if s.client_prompt or _keeps_the_chat(s):
+    if s.client_prompt:
         return False
+    # A turn kept for the user's retry holds unrelated automatic turns only: a related one is a
+    # trusted continuation of the same chain and clears the retry pause (SG-A11).
+    only_related = _keeps_the_chat(s)
     for held in s.deferred.turns:
         related = bg.is_related(s.background, held.source_id)  # as of now, not when it was due
-        if not g.defers_automatic_turn(s.guard, related):
+        if (related or not only_related) and not g.defers_automatic_turn(s.guard, related):
             message_id, text = held_prompt(s, held.turn_id)
             tick.s = _forget(s, held.turn_id)
             _start_automatic(tick, held, related, message_id, text)
@@ -190,7 +194,7 @@ def _start_next(tick: Tick) -> bool:
     if tick.due is not None:
         turn, message_id, text = tick.due
         related = bg.is_related(s.background, turn.source_id)
-        if not g.defers_automatic_turn(s.guard, related):
+        if (related or not only_related) and not g.defers_automatic_turn(s.guard, related):
             tick.due = None
             _start_automatic(tick, turn, related, message_id, text)
             return True
@@ -232,13 +236,18 @@ def _start_automatic(tick: Tick, turn: bg.AutomaticTurn, related: bool, message_
     """An automatic turn starts: the guard keeps the chain for a related one (SG-A10) or
     starts an independent unarmed chain (BG-5); it runs no Stop hooks (BG-4)."""
     s = tick.s
+    if s.retry_timer:
+        tick.emit(CancelTimer(key=s.retry_timer))
     if s.turn.resume_phase is not None:
-        # The retry of an invalidated turn is given up here: never silently (TL-11).
+        # The retry of the turn is given up here, never silently (TL-11): the turn was
+        # invalidated, or a related automatic turn continues its chain (SG-A11).
+        reason = ("a related automatic turn continues the work chain" if related
+                  and _keeps_the_chat(s) else "an automatic turn took the chat")
         tick.emit(RetryWithdrawn(turn_id=s.turn.turn_id,
-                                 reason="an automatic turn took the chat; the turn's records "
-                                        "are kept and its Lead instructions reported unapplied"))
+                                 reason=f"{reason}; the turn's records are kept and its Lead "
+                                        "instructions reported unapplied"))
     tick.s = replace(s, phase=P.TURN, origin=_ORIGIN[turn.kind], hook_blocks=0, stops=0,
-                     follow_ups_due="")
+                     follow_ups_due="", retry_timer="")
     tick.to_guard(g.AutomaticTurnStarted(turn_id=turn.turn_id, kind=_GUARD_KIND[turn.kind],
                                          related=related))
     tick.to_turn(PromptSubmitted(turn_id=turn.turn_id, message_id=message_id, text=text))

@@ -17,7 +17,9 @@ after the other:
    consecutive blocks so far and the cap, SO-6). Their answer is taken only after checking
    rule 1 again: a Lead saved while they ran is mid-turn input, and the hooks' block is set
    aside with the guard (rule 1's "skip Stop hooks and the guard"). Rule 2 is checked again
-   too: a prompt queued while they ran keeps its priority over the guard.
+   too: a complete prompt queued while they ran wins as it would have before them, so the
+   hooks' answer is set aside (neither counted towards the cap nor breaking the streak) and
+   the chain awaits the prompt.
 4. Else, or after the hooks, the guard decides (SO-7). A hook block and a guard continuation
    become one continuation message: the hook's reason, a blank line, the guard's text (SO-8);
    the counters stay apart.
@@ -180,13 +182,17 @@ def on_hook(tick: Tick, event: StopHookDecided | StopHookFailed) -> None:
         tick.s = replace(s, phase=P.TURN, hook_run="")
         _mid_turn_input(tick, queued)
         return
+    if queued:
+        # Rule 2 again: a complete prompt queued while the hooks ran wins, as it would have
+        # had it arrived before them; their answer is set aside (a block does not count
+        # towards the cap, a pass does not break the streak), and the chain awaits the prompt.
+        tick.s = replace(s, phase=P.TURN, hook_run="")
+        _yield_to_queued_prompt(tick)
+        return
     if isinstance(event, StopHookFailed) or not event.block:
         # SO-6: a hook that errors or times out does not block; the streak is broken.
         tick.s = replace(s, hook_blocks=0)
-        if queued:
-            _yield_to_queued_prompt(tick)
-        else:
-            _guard_stop(tick, None)
+        _guard_stop(tick, None)
         return
     cap = s.config.stop_hook_cap
     if s.hook_blocks >= cap:
@@ -198,12 +204,6 @@ def on_hook(tick: Tick, event: StopHookDecided | StopHookFailed) -> None:
         _decide(tick, Continuation.NONE, None)
         return
     tick.s = replace(s, hook_blocks=s.hook_blocks + 1)
-    if queued:
-        # The hook's continuation runs alone (the guard is not asked at this stop), and the
-        # queued prompt wins at the next one (SO-5's priority).
-        tick.s = replace(tick.s, fifo_priority=True)
-        _decide(tick, Continuation.HOOK, event.reason)
-        return
     _guard_stop(tick, event.reason)
 
 

@@ -70,8 +70,9 @@ _EXHAUSTED_META = {"source": GUARD_SOURCE, DISCRETE_MARKER: True, "kind": "exhau
                    "attempt": MAX_ATTEMPTS, "maxAttempts": MAX_ATTEMPTS}
 #: Endings the guard has heard about already: a natural stop (the stop order told it), Stop,
 #: a cancelled dialog, a halt, a compaction failure and a token rejection (each told it as it
-#: happened). A resumable error pauses the chain for its retry. Any other ending leaves the
-#: chain nothing to resume from, and the guard is told so at the turn's end.
+#: happened). A resumable error pauses the chain for its retry. Any other ending (an output
+#: limit, a filter, a tool that ended the task, ...) leaves the chain nothing to resume from,
+#: and the guard is told so at the turn's end.
 _HEARD_BY_THE_GUARD = frozenset({OutcomeKind.FINISHED, OutcomeKind.EMPTY_RESPONSE,
                                  OutcomeKind.CANCELLED, OutcomeKind.HALTED,
                                  OutcomeKind.COMPACTION_FAILED, OutcomeKind.TOKEN_LIMIT})

@@ -162,12 +162,19 @@ class BackgroundStarted(Event):
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class BackgroundEnded(Event):
-    """A background item ended. ``notification_id`` queues its terminal notification in the same
-    step (the same as a ``NotificationQueued`` just before it): send it this way, or queue the
-    notification first, since an idle chain with no relevant input left can no longer resume."""
+    """A background item ended, with its terminal notification, if any, in the same step.
+
+    ``notification_id`` is required, ``None`` included, because the order matters: a session
+    whose armed chain waits only for this item decides in this very step that the chain can no
+    longer resume when nothing relevant is left, so a notification reported in a *later* event
+    would come too late and start an unarmed chain instead. Name the notification here (the same
+    as a ``NotificationQueued`` just before this event), or say ``None`` when no notification
+    follows (the item sends none, or it was already queued with ``NotificationQueued``).
+    """
 
     item_id: str = attrs.field(validator=is_id)
-    notification_id: str | None = attrs.field(default=None, validator=optional(is_id))
+    #: The id of the item's terminal notification, queued in this step; ``None``: none follows.
+    notification_id: str | None = attrs.field(validator=optional(is_id))
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)

@@ -109,8 +109,9 @@ class WorldLike(Protocol):
         ...
 
     def cancel(self, call_id: str) -> bool:
-        """Ask the world to stop a running tool; ``True`` when it stopped (it can be stopped
-        safely), ``False`` when it runs on to its end."""
+        """Ask the world to stop a running tool (the host's part of ``CancelTool``): ``True``
+        when it stopped, ``False`` when it runs on to its end (it cannot stop safely: a write
+        is never stopped part-way)."""
         ...
 
     def title(self, request: c.RequestTitle) -> str | None:
@@ -155,19 +156,27 @@ class ReferenceAdapter:
     def transcript(self, request: c.RequestModelStream, world: WorldLike) -> tuple[Any, ...]:
         """What the engine receives for ``request``: the saved history, with each saved Lead
         from the request that gives it on (LD-8), and only the tool calls whose result is
-        saved (a cut-off response's calls never reach the model, TL-9)."""
+        saved. A response that did not complete normally (``ResponseRecord.completes_normally``
+        false: cut off, withheld, an unknown finish) goes with its text only: its calls, whose
+        arguments may be incomplete JSON, and their results never reach the model (TL-9)."""
         self.given.update(request.lead_ids)
         history = tuple(world.history())
         answered = {r.call_id for r in history if isinstance(r, ToolResultRecord)}
         sent: list[Any] = []
+        withheld: set[str] = set()  # the calls of the last response, if it is left out
         for record in history:
             if isinstance(record, UserMessageRecord):
                 lead = self.lead_of.get(record.message_id)
                 if lead is not None and lead not in self.given:
                     continue
             if isinstance(record, ResponseRecord):
-                calls = tuple(call for call in record.tool_calls if call.call_id in answered)
+                withheld = (set() if record.completes_normally
+                            else {call.call_id for call in record.tool_calls})
+                calls = tuple(call for call in record.tool_calls
+                              if call.call_id in answered and call.call_id not in withheld)
                 record = attrs.evolve(record, tool_calls=calls)
+            elif isinstance(record, ToolResultRecord) and record.call_id in withheld:
+                continue
             sent.append(record)
         return tuple(sent)
 
@@ -199,7 +208,7 @@ class ReferenceAdapter:
                 self.stopped.add(command.call_id)
                 return [e.ToolFinished(call_id=command.call_id, output="cancelled",
                                        cancelled=True)]
-            return []  # it cannot be stopped safely: it reports when it ends
+            return []  # it cannot stop safely: its one result comes when it ends
         if isinstance(command, c.SaveLead):
             self.lead_of[command.record.message_id] = command.lead_id
             if world.store((command.record,)):

@@ -452,10 +452,10 @@ class SessionSpec(RuleBasedStateMachine):
                                            item_id=item))
         elif what == "end":
             item = self.live.pop(0)
-            self.feed(sv.BackgroundEnded(item_id=item))
             notification = self.world.fresh("n")
             self.notes.append((notification, item))
-            self.feed(sv.NotificationQueued(notification_id=notification, source_id=item))
+            # the end and its terminal notification in one step (BackgroundEnded's docstring)
+            self.feed(sv.BackgroundEnded(item_id=item, notification_id=notification))
         else:
             self._automatic(AutomaticKind.CRON, "cron-task", self.world.chance(1, 2))
 

@@ -33,8 +33,10 @@ rule                   IDs       what the world checks
 ``one-stream``         TT-3      at most one model stream (generation or naming) is open
 ``storage``            TL-5      storage holds each record once; what the session saw
                        LD-7      acknowledged is stored, in the acknowledged order
-``cancel``             TL-8      a tool the session cancelled is cancelled in the world, and
-                                 its result says cancelled exactly when it was stopped
+``cancel``             TL-8      after ``CancelTool`` the adapter asks the world to stop the
+                                 tool; the world's tool decides (a write is never stopped
+                                 part-way), and the one result, given once the tool ended, says
+                                 cancelled exactly when it was stopped
 ``one-retry``          TL-6      after a malformed response the engine gets at most one retry
 =====================  ========  ============================================================
 
@@ -59,14 +61,12 @@ from .._base import Event
 from ..records import (
     ResponseRecord,
     ToolCall,
-    ToolResultRecord,
-    ToolResultStatus,
     UserMessageRecord,
 )
 from ..session import vocabulary as sv
 from .adapter import EngineFailure, EngineResponse, hooks_do_not_block
 
-__all__ = ["RAW_REASONS", "TOOLS", "Job", "World"]
+__all__ = ["RAW_REASONS", "TOOLS", "WRITES", "Job", "World"]
 
 #: Raw finish reasons as Anthropic-style and OpenAI-style engines send them, and whether each
 #: means the response ended normally (the world's ground truth).
@@ -74,6 +74,9 @@ RAW_REASONS: dict[str, bool] = {"end_turn": True, "tool_use": True, "stop": True
                                 "tool_calls": True, "max_tokens": False, "length": False,
                                 "refusal": False}
 TOOLS = ("read_file", "write_file", "todo_write")
+#: The tools that change files: never stopped part-way, whatever ``CancelTool`` asks (the
+#: ``CancelTool`` contract: the host decides, and a half-done write is never what Stop means).
+WRITES = frozenset({"write_file"})
 
 #: A job's stages. A stream: requested -> open -> ended; a tool: running -> ended (or stopped).
 REQUESTED, OPEN, ENDED = "requested", "open", "ended"
@@ -212,8 +215,6 @@ class World:
         sent = tuple(self.transcript_of(request))
         rid = request.request_id
         leads_seen: dict[str, int] = {}
-        skipped = {r.call_id for r in sent if isinstance(r, ToolResultRecord)
-                   and r.status is ToolResultStatus.SKIPPED}
         for record in sent:
             if isinstance(record, UserMessageRecord):
                 if not any(record == stored for stored in self.saved):
@@ -226,14 +227,13 @@ class World:
                         self.violate("engine-input", "LD-8", f"{rid} sent Lead {lead} before a "
                                      "request gave it (its save not acknowledged yet)")
             if isinstance(record, ResponseRecord):
-                # A cut-off call reaches the model only as recorded not run (its SKIPPED result
-                # beside it), never as a call to act on or as one that ran.
+                # A cut-off call never reaches the model again: its arguments may be incomplete
+                # JSON a server rejects (ResponseRecord.completes_normally, TL-9).
                 ran_off = [call.call_id for call in record.tool_calls
-                           if call.call_id in self.cut_off and call.call_id not in skipped]
+                           if call.call_id in self.cut_off]
                 if ran_off:
                     self.violate("engine-input", "TL-9", f"{rid} sent the model the calls "
-                                 f"{ran_off} of a response that did not end normally, not "
-                                 "marked as not run")
+                                 f"{ran_off} of a response that did not end normally")
         for lead, count in leads_seen.items():
             if count > 1:
                 self.violate("engine-input", "LD-16", f"{rid} sent Lead {lead} {count} times")
@@ -355,10 +355,14 @@ class World:
             job.answer = ("ok", None)
 
     def cancel(self, call_id: str) -> bool:
-        """Stop a running tool: two tools in three can be stopped safely."""
+        """The host asks a running tool to stop (``CancelTool``): ``True`` when it stopped.
+        A write (:data:`WRITES`) never stops part-way; two other tools in three can stop."""
         self.cancel_heard.add(call_id)
         job = self.tools.get(call_id)
-        if job is None or job.stage == ENDED or not self.chance(2, 3):
+        if job is None or job.stage == ENDED:
+            return False
+        # drawn for a write too, so that a seed walks the same moves as before writes ran on
+        if not self.chance(2, 3) or job.command.name in WRITES:
             return False
         job.stage, job.answer = ENDED, ("cancelled", None)
         self.stopped.add(call_id)

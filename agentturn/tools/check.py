@@ -149,7 +149,9 @@ def broken_invariants(trace: Trace, chains: Sequence[object] = ()) -> tuple[str,
                 for record in command.records:
                     if isinstance(record, ResponseRecord):
                         ids = {call.call_id for call in record.tool_calls}
-                        if record.finish_reason.completes_normally:
+                        # The record's own mark: a cut-off signal counts whatever the
+                        # finish reason says (engines mislabel cut responses).
+                        if record.completes_normally:
                             cut_off -= ids  # a later, complete response may reuse an id
                         else:
                             cut_off |= ids

@@ -146,6 +146,13 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
             if isinstance(record, ResponseRecord):
                 for call in record.tool_calls:
                     story.names[call.call_id] = call.name
+                if not record.completes_normally and record.tool_calls:
+                    how = (f"cut off ({record.cut_off.value})" if record.cut_off is not None
+                           else f"not ended normally (finish reason "
+                                f"{record.finish_reason.raw!r})")
+                    yield (f"Response {record.request_id} was saved {how}: its "
+                           f"{len(record.tool_calls)} tool call(s) never run, and later "
+                           "requests send its text without them.")
             elif isinstance(record, ToolResultRecord) and record.status is not (
                     ToolResultStatus.EXECUTED):
                 yield (f"{record.call_id} ({record.name}) was not run "

@@ -9,10 +9,11 @@ sets as lists, a ring entry's ``meta`` as its JSON object, and a non-finite floa
 
 Reading (:func:`strict`) is a parser, not a hopeful decoder: every field must have exactly the
 JSON type its annotation says (no ``"42"`` for ``42``, no ``42`` for ``"42"``, no ``"no"`` for a
-bool, a list for a tuple and nothing else), no field may be missing unless it has a default,
-no unknown field is accepted, and events and commands are built through their classes, so
-their validators run. What it refuses raises; :func:`reason` turns that into one line that
-names the field.
+bool, a list for a tuple and nothing else), no field may be missing unless it has a default (or,
+for a field that became required later, the value older traces meant by leaving it out:
+``_LEGACY_DEFAULTS``), no unknown field is accepted, and events and commands are built through
+their classes, so their validators run. What it refuses raises; :func:`reason` turns that into
+one line that names the field.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from cattrs.strategies import configure_tagged_union
 
 from ..registry import command_types, event_types, tag
 from ..session.ring import Meta
+from ..session.vocabulary import BackgroundEnded
 
 __all__ = ["commands_union", "converter", "events_union", "json_kind", "reason", "strict"]
 
@@ -183,10 +185,13 @@ def strict() -> cattrs.Converter:
 
     def read_class(cls: Any) -> Callable[[Any, Any], Any]:
         inner = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True)
+        legacy = _LEGACY_DEFAULTS.get(cls)
 
         def read(value: Any, tp: Any) -> Any:
             if type(value) is not dict:
                 raise TypeError(f"must be an object, got {_kind(value)}")
+            if legacy is not None and not legacy.keys() <= value.keys():
+                value = {**legacy, **value}
             return inner(value, tp)
         return read
 
@@ -216,6 +221,12 @@ def strict() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(_is_class_union, read_union)
     return conv
+
+
+#: Fields that became required after traces were written without them, with the value an
+#: older trace meant by leaving them out: ``BackgroundEnded.notification_id`` had the default
+#: ``None`` (no notification in the same step).
+_LEGACY_DEFAULTS: dict[type, dict[str, Any]] = {BackgroundEnded: {"notification_id": None}}
 
 
 def _is_class_union(tp: Any) -> bool:

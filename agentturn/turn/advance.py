@@ -36,6 +36,7 @@ from ..errors import UnknownId
 from ..records import (
     CutOffSignal,
     FinishKind,
+    HardStopKind,
     OutcomeKind,
     ResponseRecord,
     ToolResultRecord,
@@ -90,8 +91,15 @@ Commands = list[Command]
 LEAD_SKIP = "Skipped: the user sent a Lead instruction before this call started."
 SUPERSEDED = ("Superseded: the user sent a Lead instruction while this call waited for "
               "permission.")
+#: The record of a call the user's Stop ended (TL-8), whether it ran or never started.
+STOPPED = "Cancelled: the user stopped the turn."
+#: A running tool that reports ``cancelled`` while the turn goes on cancelled itself.
+SELF_CANCELLED = "Cancelled: the tool stopped before it finished (for example, it timed out)."
+#: The calls after the one whose permission request the user cancelled (TL-3).
+PERMISSION_CANCELLED = ("Cancelled: the user cancelled the permission request of an earlier "
+                        "call, which cancelled the turn.")
 SKIP_REASONS = {
-    OutcomeKind.CANCELLED: (ToolResultStatus.CANCELLED, "Cancelled: the user stopped the turn."),
+    OutcomeKind.CANCELLED: (ToolResultStatus.CANCELLED, STOPPED),
     OutcomeKind.OUTPUT_LIMIT: (ToolResultStatus.SKIPPED, "Not run: the response was cut at the "
                                "engine's output limit, so this call may be incomplete."),
     OutcomeKind.MALFORMED_TOOL_FORMAT: (ToolResultStatus.SKIPPED,
@@ -100,7 +108,59 @@ SKIP_REASONS = {
                                    "cut the response for safety or policy."),
     OutcomeKind.UNRECOGNIZED_FINISH: (ToolResultStatus.SKIPPED, "Not run: the response did not "
                                       "end normally, so this call may be incomplete."),
+    OutcomeKind.ENDED_BY_TOOL: (ToolResultStatus.SKIPPED, "Not run: an earlier call of this "
+                                "response ended the task."),
 }
+#: What ended a ``HALTED`` turn, by the authority that halted it, as a call's record says it.
+HALTED_BY = {
+    HardStopKind.USER_CANCELLED: "the user cancelled the turn",
+    HardStopKind.PERMISSION_CANCELLED: "the user cancelled a permission request",
+    HardStopKind.POST_TOOL_USE_STOP: "a PostToolUse hook stopped the turn",
+    HardStopKind.LOOP_PROTECTION: "loop protection stopped the turn",
+    HardStopKind.TOKEN_LIMIT: "the conversation reached the model's token limit",
+    HardStopKind.STOP_HOOK_CAP: "the Stop hooks reached their limit",
+    HardStopKind.GRACE_EXPIRED: "the client disconnected and did not come back in time",
+    HardStopKind.RESOURCE_LIMIT: "a resource limit of the host stopped the turn",
+    HardStopKind.COMPACTION_FAILED: "compacting the conversation failed",
+    HardStopKind.UNRESUMABLE: "the host stopped the turn",
+    HardStopKind.GUARD_BUDGET: "the automatic continuations reached their limit",
+    HardStopKind.SESSION_CLOSED: "the session closed",
+    HardStopKind.OTHER: "the host stopped the turn",
+}
+
+
+def not_run(ending: TurnOutcome) -> tuple[ToolResultStatus, str]:
+    """The status and reason recorded for a call that never started because the turn ended
+    with ``ending``: the true reason, for the model to read in its next request."""
+    if ending.kind is OutcomeKind.HALTED:
+        return ToolResultStatus.SKIPPED, f"Not run: {_halted_by(ending)} before this call started."
+    return SKIP_REASONS.get(ending.kind, ENDED_OTHERWISE)
+
+
+def cancelled_reason(ending: TurnOutcome | None) -> str:
+    """The reason recorded for a running tool that reports ``cancelled``: what ended the turn
+    (``ending``), or, while the turn goes on (``None``), the tool itself."""
+    if ending is None:
+        return SELF_CANCELLED
+    if ending.kind is OutcomeKind.HALTED:
+        return f"Cancelled: {_halted_by(ending)} while this call ran."
+    if ending.kind is OutcomeKind.CANCELLED:
+        return STOPPED
+    return "Cancelled: the turn ended while this call ran."
+
+
+#: The authorities whose own words (``HardStopped.reason``) say more than the kind: a hook's
+#: stop reason, what loop protection saw, which limit. The record quotes them.
+_QUOTED = frozenset({HardStopKind.POST_TOOL_USE_STOP, HardStopKind.LOOP_PROTECTION,
+                     HardStopKind.RESOURCE_LIMIT, HardStopKind.UNRESUMABLE, HardStopKind.OTHER})
+
+
+def _halted_by(ending: TurnOutcome) -> str:
+    kind = ending.halt_kind or HardStopKind.OTHER
+    detail = ending.message.strip().rstrip(".") if kind in _QUOTED else ""
+    return f"{HALTED_BY[kind]} ({detail})" if detail else HALTED_BY[kind]
+
+
 #: Why a response that did not complete normally ends the turn, by its finish kind (TL-9).
 CUT_OFF = {
     FinishKind.LENGTH: (OutcomeKind.OUTPUT_LIMIT, "The response was cut at the engine's output "
@@ -189,6 +249,12 @@ def next_request(state: TurnState, out: Commands) -> TurnState:
 
 def start_call(state: TurnState, out: Commands, acknowledged: bool = False) -> TurnState:
     call = state.calls[state.next_call]
+    if call.refusal:
+        # The host refused the call (``ToolCall.refusal``): it never runs and is never asked
+        # about; its result, the host's reason, is saved for the model and the turn goes on.
+        refused = new_tool_result(call_id=call.call_id, name=call.name,
+                                  status=ToolResultStatus.REFUSED, output="", reason=call.refusal)
+        return persist(state, (refused,), P.SAVING_RESULTS, out, next_call=state.next_call + 1)
     if call.needs_permission:
         out.append(new_ask_permission(call=call))
         phase, running = P.AWAITING_PERMISSION, state.tool_in_flight
@@ -255,8 +321,7 @@ def finalize(state: TurnState, out: Commands, outcome: TurnOutcome | None = None
     if state.persisting or state.tool_in_flight:
         return state
     if not ending.resumable and (extra or state.next_call < len(state.calls)):
-        status, reason = SKIP_REASONS.get(ending.kind, ENDED_OTHERWISE)
-        records = extra + results_for_rest(state, status, reason)
+        records = extra + results_for_rest(state, *not_run(ending))
         state = replace(state, next_call=len(state.calls))
         return persist(state, records, P.ENDING, out)
     if lead.has_unsaved(state.lead):

@@ -26,15 +26,14 @@ from ..events import (
 )
 from ..records import OutcomeKind, TurnOutcome
 from .advance import (
-    ENDED_OTHERWISE,
     NOT_CONTINUED,
-    SKIP_REASONS,
     Commands,
     advance,
     current_call_id,
     finalize,
     make_outcome,
     new_user_message,
+    not_run,
     persist,
     replace,
     results_for_rest,
@@ -61,7 +60,7 @@ def on_stop(state: TurnState, event: StopPressed | HardStopped, out: Commands) -
             state.cancelled_requests, state.request_id, limit=LATE_MEMORY)))
     elif phase is P.AWAITING_PERMISSION:
         # The notice says what the record the end writes for this call will say.
-        recorded_as, _ = SKIP_REASONS.get(outcome.kind, ENDED_OTHERWISE)
+        recorded_as, _ = not_run(outcome)
         out.append(DismissPermission(call_id=current_call_id(state), recorded_as=recorded_as))
         state = replace(state, dismissed_calls=remember(
             state.dismissed_calls, current_call_id(state), limit=LATE_MEMORY))

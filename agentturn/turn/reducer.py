@@ -59,6 +59,18 @@ Choices where the documents are silent, written down here:
   records it could not save, with a result for every call still without one, are kept in
   ``owed`` and written first by the next prompt, so no executed tool output is lost.
 * A whitespace-only final response counts as empty (TL-7).
+* A call's record gives the true reason it did not run or was cut short, since the model reads
+  it: "the user stopped the turn" only after Stop; a hard stop names its authority (loop
+  protection, a PostToolUse hook, the session closing, grace expiring ...); a tool that reports
+  ``cancelled`` while nothing ends the turn cancelled itself (a timeout), and the turn goes on.
+* The saved response of a cut-off turn carries the outcome's ``cut_off`` signal; a response
+  that did not complete normally (``ResponseRecord.completes_normally`` false) is sent to the
+  engine later with its text only, without its calls or their results.
+* A call the host refused (``ToolCall.refusal``, see :func:`~agentturn.review_calls`) is
+  recorded ``REFUSED`` with the host's reason when its turn comes, never run nor asked about.
+* A tool that ends the task (``ToolFinished(ends_task=True)``) has its result saved, then the
+  turn ends ``ENDED_BY_TOOL``: no natural stop (no stop decision), saved Lead instructions
+  reported unapplied. After Stop or a hard stop, the ending decided first stands.
 
 Late answers are absorbed, not raised: a permission decision for a dialog already dismissed or
 decided, and a stream event for a request cancelled by Stop, give one ``StaleAnswerIgnored``
@@ -113,6 +125,7 @@ from ..records import (
     CutOffSignal,
     FinishKind,
     FinishReason,
+    HardStopKind,
     OutcomeKind,
     ToolResultStatus,
     TurnOutcome,
@@ -122,10 +135,11 @@ from ..titles import TitleTrigger
 from .advance import (
     CUT_EVIDENCE,
     CUT_OFF,
-    ENDED_OTHERWISE,
+    PERMISSION_CANCELLED,
     SKIP_REASONS,
     Commands,
     advance,
+    cancelled_reason,
     copy_for_call,
     copy_for_stream,
     copy_write_done,
@@ -136,6 +150,7 @@ from .advance import (
     new_response_record,
     new_tool_result,
     new_user_message,
+    not_run,
     persist,
     persist_response,
     persist_result,
@@ -255,9 +270,6 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: Commands
     if event.request_id != state.request_id and _is_late(state, event, out):
         return state
     reason = state.config.finish_reason(event.finish_reason)
-    response = new_response_record(request_id=event.request_id, text=event.text,
-                               tool_calls=event.tool_calls, finish_reason=reason,
-                               malformed_tool_format=event.malformed_tool_format)
     ending: TurnOutcome | None = None
     next_step = state.next_step
     if not reason.completes_normally or event.cut_off is not None:
@@ -273,6 +285,12 @@ def _on_stream_completed(state: TurnState, event: StreamCompleted, out: Commands
         next_step = NextStep.REQUEST
     else:
         next_step = NextStep.FINISH if event.text.strip() else NextStep.FINISH_EMPTY
+    # The record says it was cut, as the outcome does: a trace checker and the host's history
+    # read the record alone (its ``completes_normally``).
+    response = new_response_record(request_id=event.request_id, text=event.text,
+                                   tool_calls=event.tool_calls, finish_reason=reason,
+                                   malformed_tool_format=event.malformed_tool_format,
+                                   cut_off=None if ending is None else ending.cut_off)
     state = persist_response(state, response, next_step, out)
     if titles.is_due(state.title) and event.text.strip() and not event.malformed_tool_format:
         named = titles.request_if_due(state.title, TitleTrigger.USABLE_RESPONSE)
@@ -327,6 +345,10 @@ def _on_persisted(state: TurnState, event: Persisted, out: Commands) -> TurnStat
     return advance(state, out, acknowledged=True)
 
 
+#: The hard stops that end the session too: the chat closes after the turn (``CloseChat``).
+_CLOSING_KINDS = frozenset({HardStopKind.SESSION_CLOSED, HardStopKind.GRACE_EXPIRED})
+
+
 def _on_persist_failed(state: TurnState, event: PersistFailed, out: Commands) -> TurnState:
     _check_key(state, event)
     if state.phase is P.ENDING:
@@ -334,10 +356,13 @@ def _on_persist_failed(state: TurnState, event: PersistFailed, out: Commands) ->
         assert ending is not None
         # TL-5: nothing executed is dropped. What this write held, and a result for every call
         # still without one, is owed: the next prompt writes it before anything else.
-        status, reason = SKIP_REASONS.get(ending.kind, ENDED_OTHERWISE)
-        owed = state.owed + state.batch + results_for_rest(state, status, reason)
-        note = (f" Saving {len(owed)} record(s) failed ({event.reason}); they will be saved "
-                "before the next prompt.")
+        owed = state.owed + state.batch + results_for_rest(state, *not_run(ending))
+        # What the user is told must be true: a closing session has no next prompt, and hands
+        # the records back (``UnsavedRecords``) when it closes the chat.
+        closing = ending.halt_kind in _CLOSING_KINDS
+        later = ("the session is closing, so they are handed back unsaved" if closing
+                 else "they will be saved before the next prompt")
+        note = f" Saving {len(owed)} record(s) failed ({event.reason}); {later}."
         state = replace(state, persisting=False, batch=(), calls=(), next_call=0, owed=owed,
                         ending=attrs.evolve(ending, message=ending.message + note))
         return finalize(state, out)
@@ -381,9 +406,17 @@ def _on_permission(state: TurnState, event: PermissionDecided, out: Commands) ->
                                    status=ToolResultStatus.DENIED, output="",
                                    reason="Denied: the user did not allow this call.")
         return persist(state, (denied,), P.SAVING_RESULTS, out, next_call=state.next_call + 1)
-    return finalize(state, out, make_outcome(
+    # TL-3: the turn is cancelled; the records say why, this call's and the later ones'.
+    dismissed = new_tool_result(call_id=call.call_id, name=call.name,
+                                status=ToolResultStatus.CANCELLED,
+                                reason="Cancelled: the user cancelled the permission request "
+                                       "for this call.")
+    state = replace(state, next_call=state.next_call + 1)
+    rest = results_for_rest(state, ToolResultStatus.CANCELLED, PERMISSION_CANCELLED)
+    return finalize(replace(state, next_call=len(state.calls)), out, make_outcome(
         state, OutcomeKind.CANCELLED,
-        "The permission request was cancelled, so the turn was cancelled."))
+        "The permission request was cancelled, so the turn was cancelled."),
+        extra=(dismissed, *rest))
 
 
 def _on_tool_finished(state: TurnState, event: ToolFinished, out: Commands) -> TurnState:
@@ -391,14 +424,28 @@ def _on_tool_finished(state: TurnState, event: ToolFinished, out: Commands) -> T
         raise unknown(state, event, "the result of the running call"
                       + (f" {current_call_id(state)!r}" if state.tool_in_flight else ""))
     call = state.calls[state.next_call]
-    result = new_tool_result(
-        call_id=event.call_id, name=call.name, output=event.output,
-        status=ToolResultStatus.CANCELLED if event.cancelled else ToolResultStatus.EXECUTED,
-        reason="Cancelled: the user stopped the turn." if event.cancelled else "")
+    ending = state.ending if state.phase is P.ENDING else None
+    if event.cancelled:
+        # The true reason (issue 32): Stop, a hard stop, or the tool itself while the turn
+        # goes on (a timeout); never "the user stopped the turn" unless the user did.
+        result = new_tool_result(call_id=event.call_id, name=call.name, output=event.output,
+                                 status=ToolResultStatus.CANCELLED,
+                                 reason=cancelled_reason(ending))
+    else:
+        result = new_tool_result(call_id=event.call_id, name=call.name, output=event.output,
+                                 status=ToolResultStatus.EXECUTED, reason="")
     if state.phase is P.ENDING:
+        # The ending decided first (Stop, a hard stop) stands, even for a tool ending the task.
         state = replace(state, tool_in_flight=False, next_call=state.next_call + 1)
         return finalize(state, out, extra=(result,))
-    return persist_result(state, result, out)
+    state = persist_result(state, result, out)
+    if event.ends_task:
+        # The result is saved first; then the later calls are recorded not run, and the turn
+        # ends: the model's explicit end of the task, neither an error nor a natural stop.
+        return finalize(state, out, make_outcome(
+            state, OutcomeKind.ENDED_BY_TOOL,
+            f"{call.name} ({call.call_id}) ended the task."))
+    return state
 
 
 #: A handler takes the event class it is registered for (the test of the tables checks it).

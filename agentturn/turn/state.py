@@ -103,7 +103,7 @@ TURN_GRAPH: PhaseGraph[TurnPhase] = PhaseGraph(
         ("PersistFailed", [*_SAVING, P.ENDING], _FINAL),
         ("PermissionDecided", [P.AWAITING_PERMISSION], [P.RUNNING_TOOL, P.SAVING_RESULTS,
                                                        P.ENDING]),
-        ("ToolFinished", [P.RUNNING_TOOL], [P.SAVING_RESULTS]),
+        ("ToolFinished", [P.RUNNING_TOOL], [P.SAVING_RESULTS, P.ENDING]),
         ("ToolFinished", [P.ENDING], [P.ENDING]),
         ("StopPressed", [P.IDLE], [P.IDLE]),
         ("StopPressed", [P.ENDING], [P.ENDING]),

@@ -94,6 +94,7 @@ _KINDS: Mapping[str, PermissionOptionKind] = MappingProxyType(
 #: The prompt's stop reason per outcome; ``None``: the outcome is answered with an error.
 STOP_REASONS: Mapping[at.OutcomeKind, StopReason | None] = MappingProxyType({
     at.OutcomeKind.FINISHED: "end_turn",
+    at.OutcomeKind.ENDED_BY_TOOL: "end_turn",
     at.OutcomeKind.EMPTY_RESPONSE: "end_turn",
     at.OutcomeKind.UNRECOGNIZED_FINISH: "end_turn",
     at.OutcomeKind.CANCELLED: "cancelled",

@@ -66,8 +66,12 @@ function step(event) {
     case "StreamCompleted": {
       const finish = { kind: FINISH[event.finish_reason] ?? "other", raw: event.finish_reason };
       response = { finish, calls: event.tool_calls };
+      // The record marks a response the output limit cut (its calls never run, and are not
+      // sent to the engine again): here the finish reason says so.
+      const cut_off = finish.kind === "length" ? "finish_reason" : null;
       return [persist([{ request_id: event.request_id, text: event.text,
-                         tool_calls: event.tool_calls, finish_reason: finish }], "response")];
+                         tool_calls: event.tool_calls, finish_reason: finish, cut_off }],
+                      "response")];
     }
     case "Persisted": {
       const then = pending;

@@ -8,7 +8,10 @@ their request, open a stream (``stream=True``) and feed every event's ``model_du
 matching accumulator, then hand the host the one event it yields. ``StreamOpened`` goes out once
 the SDK returned the stream; an SDK exception becomes ``StreamFailed`` through ``abort``.
 Cancelling the task (the host's ``CancelStream``) leaves the ``async with`` block, which closes
-the HTTP response: the server sees the stream closed before its end.
+the HTTP response: the server sees the stream closed before its end. Both clients are built with
+``max_retries=0``: the SDKs otherwise send a failed request again, twice, silently; here the
+turn decides retries (a failed request ends the turn with a resumable error, and the user's
+``ContinueTurn`` sends it again).
 """
 
 from __future__ import annotations

@@ -51,6 +51,8 @@ class Host:
         self.state = at.TurnState.create("chat-1", at.TurnConfig(auto_title=False))
         self.queue: asyncio.Queue[at.Event] = asyncio.Queue()
         self.conversation: list[Item] = []
+        #: The calls of the last response, when it did not complete normally: not sent again.
+        self.withheld: set[str] = set()
         self.saved_leads: dict[str, str] = {}
         self.stream_task: asyncio.Task[None] | None = None
         self.tool_tasks: dict[str, asyncio.Task[None]] = {}
@@ -149,13 +151,18 @@ class Host:
         if isinstance(record, at.UserMessageRecord):
             self.conversation.append(Item("user", record.text))
         elif isinstance(record, at.ResponseRecord):
-            self.conversation.append(Item("assistant", record.text, record.tool_calls))
+            # A response that did not complete normally (cut off ...) goes to the engine with
+            # its text only: its calls may hold incomplete JSON, and their results go too.
+            calls = record.tool_calls if record.completes_normally else ()
+            self.withheld = set() if calls else {c.call_id for c in record.tool_calls}
+            self.conversation.append(Item("assistant", record.text, calls))
             if record.text:
                 self.log.append(f"model: {record.text}")
         else:
             text = record.output if record.status is at.ToolResultStatus.EXECUTED else (
                 record.reason)
-            self.conversation.append(Item("tool", text, call_id=record.call_id))
+            if record.call_id not in self.withheld:
+                self.conversation.append(Item("tool", text, call_id=record.call_id))
             if record.status is not at.ToolResultStatus.EXECUTED:
                 self.log.append(f"not run: {record.name} [{record.status.value}]")
 

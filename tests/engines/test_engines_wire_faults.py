@@ -91,25 +91,25 @@ def test_gemini_args_at_the_depth_limit_still_run() -> None:
 
 
 @pytest.mark.req("TL-9")
-@pytest.mark.parametrize("pieces", [
-    # the call announced as continuing, its arguments never completed
-    [gemini_call({"name": "write_file", "willContinue": True, "partialArgs": [
-        {"jsonPath": "$.path", "stringValue": "a.txt"}]}, finish=None),
-     {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}]}],
-    # the announcement alone, then the final piece (the SDK's own example history)
-    [gemini_call({"name": "get_weather", "willContinue": True}, finish=None),
-     gemini_call({"name": "get_weather", "willContinue": False, "partialArgs": [
-         {"jsonPath": "$.country", "nullValue": "NULL_VALUE"}]})],
-    # a python-mode dump of the SDK's types spells them snake_case
-    [gemini_call({"name": "f", "will_continue": True, "partial_args": None}, finish=None)],
-])
-def test_gemini_arguments_streamed_in_pieces_are_refused_never_run(pieces: list[Wire]) -> None:
-    """``willContinue`` / ``partialArgs`` calls used to run with ``"{}"``: arguments the model
-    never sent. They are not assembled (the format leaves too much open): ``StreamFailed``."""
-    event = failed(run(GeminiStream, pieces))
-    assert event.network is False
-    assert "streams its arguments in pieces" in event.error
-    assert "stream_function_call_arguments" in event.error
+def test_gemini_a_streamed_call_the_engine_never_ended_does_not_run() -> None:
+    """``willContinue`` / ``partialArgs`` calls once ran with ``"{}"``, arguments the model
+    never sent. Now they are assembled, and one the stream never ended is cut off."""
+    event = run(GeminiStream, [
+        gemini_call({"name": "write_file", "willContinue": True, "partialArgs": [
+            {"jsonPath": "$.path", "stringValue": "a.txt"}]}, finish=None),
+        {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}]}])
+    assert isinstance(event, at.StreamCompleted)
+    assert event.cut_off is at.CutOffSignal.UNCLOSED_TOOL_BLOCK
+    assert event.tool_calls[0].arguments == '{"path":"a.txt"}'
+    assert not runs_a_tool(commands_after(event))
+
+
+@pytest.mark.req("TL-11")
+def test_gemini_a_streamed_call_with_no_end_at_all_is_a_network_failure() -> None:
+    """A python-mode dump (snake_case) of an opened call, then the transport ends."""
+    event = run(GeminiStream, [gemini_call({"name": "f", "will_continue": True,
+                                            "partial_args": None}, finish=None)])
+    assert isinstance(event, at.StreamFailed) and event.network is True
 
 
 def test_gemini_errors_name_the_field_as_the_wire_spelled_it() -> None:
@@ -319,6 +319,14 @@ GEMINI_SAMPLE: list[Wire] = [
     {"candidates": [{"content": {"role": "model", "parts": [
         {"functionCall": {"name": "f", "args": {"a": [1, {"b": None}]}}}]},
         "finishReason": "STOP"}], "usageMetadata": {"candidatesTokenCount": 3}}]
+GEMINI_PIECES_SAMPLE: list[Wire] = [
+    gemini_call({"name": "f", "willContinue": True, "partialArgs": [
+        {"jsonPath": "$.a[0]", "stringValue": "x", "willContinue": True}]}, finish=None),
+    gemini_call({"willContinue": True, "partialArgs": [
+        {"jsonPath": "$.a[0]", "stringValue": "y"}, {"jsonPath": "$.b.c", "numberValue": 2}]},
+        finish=None),
+    gemini_call({"name": "f", "willContinue": False, "partialArgs": [
+        {"jsonPath": "$['d']", "nullValue": "NULL_VALUE"}]})]
 SAMPLES: dict[str, tuple[type[EngineStream], list[Wire]]] = {
     "chat": (ChatCompletionsStream, chat_stream(SAMPLE)),
     "anthropic": (AnthropicMessagesStream, anthropic_stream(
@@ -326,13 +334,16 @@ SAMPLES: dict[str, tuple[type[EngineStream], list[Wire]]] = {
     "responses": (ResponsesStream, responses_stream(Script(text=("Hi",), finish="completed",
                                                            calls=SAMPLE.calls))),
     "gemini": (GeminiStream, GEMINI_SAMPLE),
+    "gemini-pieces": (GeminiStream, GEMINI_PIECES_SAMPLE),
 }
 WIRE_KEYS = ["type", "index", "id", "name", "input", "args", "delta", "functionCall",
-             "willContinue", "partialArgs", "tool_calls", "arguments", "item", "error"]
+             "willContinue", "partialArgs", "jsonPath", "stringValue", "numberValue",
+             "nullValue", "tool_calls", "arguments", "item", "error"]
 junk = st.one_of(
     st.recursive(st.none() | st.booleans() | st.integers(-2, 3) | st.floats()
                  | st.sampled_from(["", "x", "\ud800", "tool_use", "function_call",
-                                    "input_json_delta", "text_delta", "custom_tool_call"]),
+                                    "input_json_delta", "text_delta", "custom_tool_call",
+                                    "$.a", "$.a[0]", "$..a", "$['\\ud800']"]),
                  lambda inner: st.lists(inner, max_size=2)
                  | st.dictionaries(st.sampled_from(WIRE_KEYS), inner, max_size=3),
                  max_leaves=6),

@@ -158,7 +158,8 @@ def test_entering_plan_mode_from_any_chain_phase_clears_trust(phase: g.GuardPhas
     assert (state.armed, state.unfinished, state.attempts, state.pending_attempt) == (
         False, 0, 0, 0)
     assert (state.loop, state.live_turn, state.open_call) == (g.LoopOwner.NONE, "", "")
-    assert not g.holds_automatic_turns(state)
+    # a queued prompt the chain awaited keeps its priority over automatic turns (SO-2, BG-7)
+    assert g.holds_automatic_turns(state) is (phase is g.GuardPhase.AWAITING_PROMPT)
 
 
 @pytest.mark.req("SG-C3")
@@ -513,6 +514,29 @@ def test_an_automatic_turn_waits_behind_a_queued_prompt(related: bool) -> None:
     assert guard.state.phase is g.GuardPhase.NO_CHAIN and not guard.state.armed
 
 
+@pytest.mark.req("SO-2", "SO-4", "BG-7")
+@pytest.mark.parametrize("boundary", [
+    g.TrustCleared(kind=g.TrustClearingKind.REWIND),
+    g.ApprovalModeChanged(mode=g.ApprovalMode.PLAN),
+    g.HardStopped(kind=g.HardStopKind.USER_CANCELLED),
+], ids=["rewind", "plan-mode", "hard-stop"])
+def test_a_queued_prompt_keeps_its_priority_across_a_chain_boundary(boundary: at.Event) -> None:
+    """req: SO-2, BG-7 — the guard alone, awaiting a queued prompt: a rewind, Plan mode or a
+    hard stop ends the chain but releases nothing; automatic turns stay deferred until the
+    prompt runs (an ordinary prompt starts) or the last queued prompt's abort is reported."""
+    for ending in (g.OrdinaryPromptStarted(turn_id="q1"), g.QueuedPromptAborted(last=True)):
+        guard = armed()
+        guard.stop(queued_prompt=True)
+        assert guard.send(boundary) == ()
+        assert g.holds_automatic_turns(guard.state)
+        assert guard.send(automatic("cron-1", related=False, kind=g.AutomaticTurnKind.CRON)) == (
+            g.DeferAutomaticTurn(turn_id="cron-1", kind=g.AutomaticTurnKind.CRON),)
+        assert guard.send(g.QueuedPromptAborted(last=False)) == ()
+        assert g.ReleaseAutomaticQueues() in guard.send(ending)
+        assert not guard.state.prompt_first
+        assert not g.holds_automatic_turns(guard.state)
+
+
 @pytest.mark.req("BG-5")
 def test_an_unrelated_automatic_turn_waits_until_the_chain_can_no_longer_resume() -> None:
     """req: BG-5 — armed: deferred, state unchanged; once the list completes (disarmed) the
@@ -762,19 +786,25 @@ def test_a_coalesced_hook_loop_sends_its_results_without_a_guard_attempt() -> No
     assert guard.state.attempts == 1
 
 
-@pytest.mark.req("SG-B1", "SG-B4", "SO-8")
-def test_a_coalesced_stream_that_leaves_todos_unfinished_counts_its_follow_up() -> None:
-    """req: SG-B1, SG-B4, SO-8 — a combined hook + guard stream returns tool calls with todos
-    still unfinished: its follow-up is the guard's attempt 2 (with the final text), and no
-    third guard-attributable stream opens after it."""
+@pytest.mark.req("SG-B1", "SG-B8", "SO-8")
+def test_a_coalesced_stream_that_leaves_todos_unfinished_lets_the_hook_loop_send() -> None:
+    """req: SG-B8, SO-8 — a combined hook + guard stream returns tool calls with todos still
+    unfinished: every follow-up is the hook's own loop (no guard prompt, no attempt), and at
+    the loop's natural stop the guard has its second attempt, then no third (SG-B1)."""
     guard = armed()
     guard.stop(hook_reason="tests are failing")
     guard.send(g.GuardStreamOpened())
-    assert guard.send(g.ToolResultsReady()) == (g.SendToolResults(
-        sponsor=g.Sponsor.GUARD, attempt=2, text=g.continuation_text(2, 2)),)
+    assert guard.state.attempts == 1
+    assert guard.send(g.ToolResultsReady()) == (g.SendToolResults(sponsor=g.Sponsor.STOP_HOOK),)
+    guard.send(g.OrdinaryStreamOpened())
+    assert guard.send(g.ToolResultsReady()) == ()  # the hook's loop goes on as with no guard
+    assert guard.state.attempts == 1 and guard.state.phase is g.GuardPhase.ACTIVE
+    (second,) = guard.stop(hook_reason="still failing")
+    assert isinstance(second, g.ContinueWithGuardPrompt) and second.attempt == 2
     guard.send(g.GuardStreamOpened())
-    assert guard.state.attempts == 2
-    assert not continues(guard.stop(hook_reason="still failing"))
+    assert guard.send(g.ToolResultsReady()) == (g.SendToolResults(sponsor=g.Sponsor.STOP_HOOK),)
+    guard.send(g.OrdinaryStreamOpened())
+    assert [type(c) for c in guard.stop()] == [g.ReportGuardExhausted, g.ReleaseAutomaticQueues]
 
 
 @pytest.mark.req("SG-B9")

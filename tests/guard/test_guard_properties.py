@@ -123,6 +123,7 @@ class GuardHost(RuleBasedStateMachine):
         self.results: list[g.TodoWriteResult] = []  # every result reported so far
         self.streams_in_stage = 0  # committed guard-attributable streams since user input/chain
         self.suspended_since_arm = False  # suspended, and no new chain + trusted arm since
+        self.prompt_waiting = False  # a queued prompt the guard yielded to has not run
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -202,7 +203,10 @@ class GuardHost(RuleBasedStateMachine):
                 0, False, 0, 0), "SG-C3: something armed or stayed pending in Plan mode"
             assert (after.live_turn, after.open_call, after.loop) == ("", "", g.LoopOwner.NONE)
         if before.phase is g.GuardPhase.PLAN:
-            assert set(kinds) <= {g.ReleaseAutomaticQueues}, "SG-C3: Plan mode acted"
+            # (a queued prompt the chain awaited before Plan mode still holds automatic turns)
+            allowed = {g.ReleaseAutomaticQueues} | (
+                {g.DeferAutomaticTurn} if before.prompt_first else set())
+            assert set(kinds) <= allowed, "SG-C3: Plan mode acted"
         # SG-A3: a second report of a call already reported never changes anything.
         if isinstance(event, g.TodoWriteResult) and any(
                 r.call_id == event.call_id for r in self.results):
@@ -212,6 +216,16 @@ class GuardHost(RuleBasedStateMachine):
             assert (after.unfinished, after.listed) == (before.unfinished, before.listed)
         if isinstance(event, g.TodoWriteStarted) and event.turn_id == before.superseded_turn:
             assert after.open_call == ""
+        # SO-2, BG-7: a queued prompt the guard yielded to holds automatic turns, whatever
+        # becomes of the chain, until an ordinary prompt starts or the last abort is reported.
+        if isinstance(event, g.NaturalStop) and before.phase is g.GuardPhase.ACTIVE and (
+                event.queued_prompt and not event.mid_turn_messages):
+            self.prompt_waiting = True
+        if isinstance(event, g.OrdinaryPromptStarted) or (
+                isinstance(event, g.QueuedPromptAborted) and event.last):
+            self.prompt_waiting = False
+        if self.prompt_waiting:
+            assert g.holds_automatic_turns(after), "a queued prompt lost its priority"
         # The one release rule: ReleaseAutomaticQueues exactly when the hold ends.
         ended = g.holds_automatic_turns(before) and not g.holds_automatic_turns(after)
         assert kinds.count(g.ReleaseAutomaticQueues) == int(ended), "release rule broken"

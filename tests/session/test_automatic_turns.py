@@ -67,11 +67,7 @@ def test_unrelated_cron_fires_wait_and_recurring_ones_coalesce() -> None:
     assert host.outcomes() == [at.OutcomeKind.FINISHED, at.OutcomeKind.FINISHED]
 
 
-@pytest.mark.req("BG-1", "BG-2")
-def test_background_ended_can_queue_its_terminal_notification_in_the_same_step() -> None:
-    """req: BG-1, BG-2 — ``BackgroundEnded(notification_id=...)`` is the item's end and its
-    notification at once, so an idle chain waiting for the item never sees a step with nothing
-    left to wait for; ``waiting_for`` names the notification, and the related turn runs."""
+def _idle_armed_waiting_for_build() -> Host:
     host = Host()
     host.responses.append(say("Planning.", todo_call("tw1")))
     host.tool_results["tw1"] = {"output": "1 todo", "structured": todos("pending")}
@@ -79,6 +75,15 @@ def test_background_ended_can_queue_its_terminal_notification_in_the_same_step()
     host.responses.append(say("Waiting for the build."))
     host.answer(host.held.pop())
     host.send()
+    return host
+
+
+@pytest.mark.req("BG-1", "BG-2")
+def test_background_ended_can_queue_its_terminal_notification_in_the_same_step() -> None:
+    """req: BG-1, BG-2 — ``BackgroundEnded(notification_id=...)`` is the item's end and its
+    notification at once, so an idle chain waiting for the item never sees a step with nothing
+    left to wait for; ``waiting_for`` names the notification, and the related turn runs."""
+    host = _idle_armed_waiting_for_build()
     assert [(w.kind, w.answer_id) for w in se.waiting_for(host.state)] == [
         (se.WaitKind.BACKGROUND, "build")]
     host.send(se.BackgroundEnded(item_id="build", notification_id="n1"))
@@ -89,6 +94,28 @@ def test_background_ended_can_queue_its_terminal_notification_in_the_same_step()
     host.send(se.AutomaticTurnDue(turn_id="n-1", message_id="nm", text="build ok",
                                   kind=se.AutomaticKind.NOTIFICATION, source_id="build"))
     assert "build ok" in host.user_messages()
+
+
+@pytest.mark.req("BG-2", "SG-A11")
+def test_an_items_end_cannot_be_reported_without_saying_whether_a_notification_follows(
+        ) -> None:
+    """req: BG-2 — the order that ends an idle chain for good (the end, then its notification
+    in a later event) cannot be sent unnoticed: ``notification_id`` is required, ``None``
+    included; both orders the docstring gives leave the chain armed with the notification as
+    its relevant input."""
+    with pytest.raises(TypeError, match="notification_id"):
+        se.BackgroundEnded(item_id="build")  # type: ignore[call-arg]
+    one_step = _idle_armed_waiting_for_build()
+    one_step.send(se.BackgroundEnded(item_id="build", notification_id="n1"))
+    first = _idle_armed_waiting_for_build()
+    first.send(se.NotificationQueued(notification_id="n1", source_id="build"),
+               se.BackgroundEnded(item_id="build", notification_id=None))
+    for host in (one_step, first):
+        assert host.state.guard.armed
+        assert host.state.guard.phase is g.GuardPhase.ACTIVE
+        assert [(w.kind, w.answer_id) for w in se.waiting_for(host.state)] == [
+            (se.WaitKind.BACKGROUND, "n1")]
+    assert one_step.state.background == first.state.background
 
 
 # The session-composition defects of issue 18 (``settle_spec.md``): each ``test_dNN_...``

@@ -47,7 +47,8 @@ def test_grace_expiry_halts_the_turn_and_never_approves() -> None:
     assert at.DismissPermission(call_id="w1", recorded_as=at.ToolResultStatus.SKIPPED) in commands
     assert [(r.call_id, r.status, r.reason) for c in commands if isinstance(c, at.Persist)
             for r in c.records] == [("w1", at.ToolResultStatus.SKIPPED,
-                                     "Not run: the turn ended first.")]
+                                     "Not run: the client disconnected and did not come "
+                                     "back in time before this call started.")]
     assert host.outcomes() == [at.OutcomeKind.HALTED]
     assert se.PromptRefused(prompt_id="q1", text="after",
                             reason="the session closed before this prompt ran") in commands
@@ -137,6 +138,31 @@ def test_d12_close_after_a_failed_final_write_hands_the_tool_result_back() -> No
         ("r1", at.ToolResultStatus.EXECUTED, "the file's text")]
 
 
+@pytest.mark.req("BR-4", "TL-5")
+@pytest.mark.parametrize("closing", ["close", "grace"])
+def test_a_close_whose_final_write_fails_says_the_records_come_back(closing: str) -> None:
+    """A close (or grace expiry) halts a running tool; the turn's final write then fails: what
+    the user is told is true: the records are handed back unsaved as the session closes (they
+    come back in ``UnsavedRecords``), not "saved before the next prompt", since no prompt
+    comes. req: TL-5"""
+    host = ScriptHost(hold=(at.ExecuteTool,), fail_keys=("t1/p3",))
+    host.responses.append(say("Reading.", READ))
+    host.send(se.ClientAttached(client_id="ui"), PROMPT)
+    held(host, at.ExecuteTool)
+    if closing == "close":
+        host.send(se.CloseRequested())
+    else:
+        host.send(se.ClientDetached(client_id="ui"), se.TimerFired(key="grace"))
+    ended = host.send(at.ToolFinished(call_id="r1", output="partial", cancelled=True))
+    [end] = [c for c in ended if isinstance(c, at.EndTurn)]
+    assert end.outcome.kind is at.OutcomeKind.HALTED
+    assert "handed back unsaved" in end.outcome.message
+    assert "before the next prompt" not in end.outcome.message
+    [unsaved] = [c for c in ended if isinstance(c, se.UnsavedRecords)]
+    assert [r.call_id for r in unsaved.records if isinstance(r, at.ToolResultRecord)] == ["r1"]
+    assert isinstance(ended[-1], se.CloseSession)
+
+
 @pytest.mark.req("BR-4", "LD-13")
 def test_d12_grace_expiry_after_a_failed_prompt_save_hands_the_prompt_and_lead_back() -> None:
     """The prompt's own save fails (a resumable error) after a Lead was saved; the grace
@@ -191,7 +217,7 @@ def test_d16_text_racing_the_close_is_handed_back(make: Any, event: object,
     se.ClientAttached(client_id="ui-2"),
     se.PromptAborted(prompt_id="q1"),
     se.BackgroundStarted(kind=se.BackgroundKind.SHELL, item_id="sh"),
-    se.BackgroundEnded(item_id="sh"),
+    se.BackgroundEnded(item_id="sh", notification_id=None),
     se.NotificationQueued(notification_id="n1", source_id="sh"),
     se.NotificationConsumed(notification_id="n1"),
     se.LifecycleChanged(kind=g.TrustClearingKind.REWIND),

@@ -115,24 +115,27 @@ def guard_attempts(host: Host) -> list[object]:
 # pins the fixed behaviour of defect NN.
 
 
-@pytest.mark.req("SG-B1", "SG-B4", "SG-B8")
-def test_d05_the_follow_up_of_a_combined_hook_and_guard_stream_counts_as_attempt_two() -> None:
+@pytest.mark.req("SG-B1", "SG-B8")
+def test_d05_the_tool_loop_of_a_combined_hook_and_guard_stream_is_the_hooks() -> None:
     """A hook block and a guard continuation share one stream, which calls a tool with todos
-    still unfinished: its tool-result follow-up is the guard's attempt 2, and no third
-    guard-attributable stream opens without user input. req: SG-B1"""
+    still unfinished: its follow-up is the hook's own loop (no guard prompt, no attempt), the
+    model finishes its answer as it would with the guard off, and only then does the guard
+    use its second attempt; no third guard-attributable stream opens. req: SG-B8"""
     host = hooks_block_once()
     start_armed(host)
     resume(host, say("Stopping here."), say("Reading.", READ), say("Read it."),
-           say("never sent"))
-    assert se.combined_continuation("Tests fail.", g.continuation_text(1, 1)) in (
-        host.user_messages())
+           say("Still stuck."), say("never sent"))
+    combined = se.combined_continuation("Tests fail.", g.continuation_text(1, 1))
+    assert host.user_messages() == ["Port the parser", combined, g.continuation_text(2, 1)]
     assert guard_attempts(host) == [1, 2]
     assert host.state.usage.guard_calls == 2
-    # the todo write's, the first stop's, the combined one, its follow-up: no third guard call
-    assert len(host.commands(at.RequestModelStream)) == 4
+    # the todo write's, the first stop's, the combined one, the hook loop's follow-up that
+    # sends the read's result, the guard's second attempt: no third guard call
+    assert len(host.commands(at.RequestModelStream)) == 5
     assert [r.text for r in host.published(se.EntryKind.GUARD_EXHAUSTED)] == [
         g.exhaustion_text(1)]
     assert [r["text"] for r in host.responses] == ["never sent"]
+    assert host.outcomes() == [at.OutcomeKind.FINISHED]
 
 
 @pytest.mark.req("SG-B4")

@@ -789,8 +789,12 @@ class SessionHost(RuleBasedStateMachine):
         elif isinstance(command, S.RetryWithdrawn):
             # TL-11: the window ran out, or (SG-A15) an automatic turn takes the chat of a
             # resumable turn a lifecycle event invalidated
+            # (or, SG-A11, a related automatic turn continues the paused chain and clears the
+            # retry pause: it takes the chat at once)
+            related_took = ("a related automatic turn" in command.reason
+                            and self.step_states[-1].turn.turn_id != command.turn_id)
             assert (isinstance(event, S.TimerFired) and event.key == f"{command.turn_id}/retry"
-                    ) or not self.keeps_chat(self.step_states[0])
+                    ) or not self.keeps_chat(self.step_states[0]) or related_took
             assert command.turn_id == self.turn and self.resumable
             self.resumable = False  # the turn gave up its retry: ContinueTurn is misuse now
         elif isinstance(command, at.UnsavedRecords):
@@ -992,6 +996,14 @@ class SessionHost(RuleBasedStateMachine):
             assert not any(isinstance(c, S.Publish) and c.entry.kind is EntryKind.GUARD_CHUNK
                            for c in commands), "SO-1: the guard continued although a Lead waits"
             assert after.phase is not S.SessionPhase.IDLE, "SO-1: the turn ended with a Lead"
+        elif hook_answer and (any(e.complete for e in before.fifo) or before.client_prompt):
+            # SO-2 after the hooks: a complete prompt queued while they ran wins; their answer
+            # is set aside (no continuation, no warning, the streak as it was) and the chain
+            # awaits the prompt.
+            assert not continued and S.Warn not in kinds, \
+                "SO-2: the hooks' answer was taken although a queued prompt has priority"
+            assert not any(isinstance(c, S.Publish) and c.entry.kind is EntryKind.GUARD_CHUNK
+                           for c in commands), "SO-2: the guard continued ahead of the prompt"
         elif hook_answer and isinstance(event, S.StopHookDecided) and event.block:
             # SO-6: at most stop_hook_cap blocks in a row continue the turn.
             if self.hook_streak < self.config.stop_hook_cap:

@@ -97,8 +97,7 @@ def test_d01_a_related_notification_held_during_the_turn_starts_when_the_turn_en
     host = Host()
     start_armed(host)
     host.send(se.BackgroundStarted(kind=se.BackgroundKind.SHELL, item_id="build"))
-    host.send(se.BackgroundEnded(item_id="build"),
-              se.NotificationQueued(notification_id="nb", source_id="build"))
+    host.send(se.BackgroundEnded(item_id="build", notification_id="nb"))
     due = se.AutomaticTurnDue(turn_id="n1", message_id="n1m", text="the build finished",
                               kind=se.AutomaticKind.NOTIFICATION, source_id="build")
     assert host.send(due) == [se.AutomaticTurnDeferred(turn_id="n1")]
@@ -115,10 +114,12 @@ def test_d01_a_related_notification_held_during_the_turn_starts_when_the_turn_en
     assert host.held[-1].request_id == "n1/r1"
 
 
-@pytest.mark.req("BG-5", "TL-11")
-def test_d01_a_related_turn_held_by_the_retry_window_starts_when_its_timer_fires() -> None:
-    """After an API error pauses the chain, a related automatic turn that comes due is held
-    while the retry window is open, and starts once the window's timer fires. req: BG-5"""
+@pytest.mark.req("SG-A11", "BG-5", "TL-11")
+def test_d01_a_related_turn_clears_the_retry_pause_and_runs_at_once() -> None:
+    """After an API error pauses the chain, a related automatic turn that comes due is a
+    trusted continuation: it runs at once instead of waiting for the retry window, the retry
+    is withdrawn with a notice and its timer cancelled, and the chain keeps its budget.
+    req: SG-A11"""
     host = Host()
     start_armed(host)
     host.send(se.BackgroundStarted(kind=se.BackgroundKind.AGENT, item_id="agent-1"))
@@ -126,16 +127,37 @@ def test_d01_a_related_turn_held_by_the_retry_window_starts_when_its_timer_fires
     failed = host.send(at.StreamFailed(request_id=request.request_id, error="overloaded"))
     assert [c.outcome.kind for c in failed if isinstance(c, at.EndTurn)] == [
         at.OutcomeKind.ERROR]
-    host.send(se.BackgroundEnded(item_id="agent-1"),
-              se.NotificationQueued(notification_id="na", source_id="agent-1"))
+    assert se.StartTimer(key="t1/retry", seconds=300.0) in failed
+    chain = host.state.guard.chain
+    host.send(se.BackgroundEnded(item_id="agent-1", notification_id="na"))
     due = se.AutomaticTurnDue(turn_id="n1", message_id="n1m", text="the agent finished",
                               kind=se.AutomaticKind.NOTIFICATION, source_id="agent-1")
-    assert host.send(due) == [se.AutomaticTurnDeferred(turn_id="n1")]
-    assert "the agent finished" not in host.user_messages()
-    assert se.StartTimer(key="t1/retry", seconds=300.0) in failed
-    fired = host.send(se.TimerFired(key="t1/retry"))
-    assert "the agent finished" in persisted_texts(fired)
+    started = host.send(due)
+    assert se.CancelTimer(key="t1/retry") in started
+    [withdrawn] = [c for c in started if isinstance(c, se.RetryWithdrawn)]
+    assert withdrawn.turn_id == "t1" and "related automatic turn" in withdrawn.reason
+    assert "the agent finished" in persisted_texts(started)
     assert host.state.turn.turn_id == "n1"
+    assert host.state.guard.chain == chain and host.state.guard.armed
+    assert host.state.guard.phase is g.GuardPhase.ACTIVE
+    # the timer was cancelled; a firing that crossed the cancel is absorbed
+    assert isinstance(host.send(se.TimerFired(key="t1/retry"))[0], at.StaleAnswerIgnored)
+
+
+@pytest.mark.req("TL-11", "BG-5")
+def test_an_unrelated_turn_still_waits_for_the_retry_window() -> None:
+    """Only a related automatic turn clears the retry pause: an unrelated cron turn is held
+    while the resumable turn keeps the chat, and starts when the window runs out. req: TL-11"""
+    host = Host()
+    start_armed(host)
+    request = held(host, at.RequestModelStream)
+    host.send(at.StreamFailed(request_id=request.request_id, error="overloaded"))
+    cron_due = se.AutomaticTurnDue(turn_id="c1", message_id="c1m", text="nightly",
+                                   kind=se.AutomaticKind.CRON, source_id="nightly")
+    assert host.send(cron_due) == [se.AutomaticTurnDeferred(turn_id="c1")]
+    fired = host.send(se.TimerFired(key="t1/retry"))
+    assert "nightly" in persisted_texts(fired)
+    assert host.state.turn.turn_id == "c1"
 
 
 @pytest.mark.req("SG-S1", "BG-5")
@@ -338,8 +360,7 @@ def test_d21_after_the_awaited_prompt_is_aborted_the_old_chains_result_starts_af
     host.drain = lambda c: se.MidTurnDrained(drain_id=c.drain_id)
     host.send(se.PromptAborted(prompt_id="p-client"))
     chain = host.state.guard.chain
-    host.send(se.BackgroundEnded(item_id="agent-1"),
-              se.NotificationQueued(notification_id="na", source_id="agent-1"))
+    host.send(se.BackgroundEnded(item_id="agent-1", notification_id="na"))
     host.send(se.AutomaticTurnDue(turn_id="n1", message_id="n1m", text="the agent finished",
                                   kind=se.AutomaticKind.NOTIFICATION, source_id="agent-1"))
     assert host.state.turn.turn_id == "n1"
@@ -465,16 +486,17 @@ def test_invalidated_prompt_ending_in_error_releases_deferred_queue():
     assert [c.turn_id for c in h.commands(at.EndTurn)] == ["t1", "c1"]
 
 
-def test_related_result_runs_after_retry_window_and_keeps_budget():
-    """A related background result held through the retry window then runs as a trusted continuation
-    of the paused chain: the guard continues with the chain's budget (req: SG-A11, BG-5).
+def test_related_result_runs_during_the_retry_window_and_keeps_budget():
+    """A related background result does not wait for the retry window: it runs at once as a
+    trusted continuation of the paused chain, and the guard continues with the chain's budget
+    (req: SG-A11, BG-5).
     """
     h = paused_with_background(se.BackgroundKind.AGENT, "bg1")
     assert se.WaitKind.RETRY in [w.kind for w in se.waiting_for(h.state)]
     h.send(se.BackgroundEnded(item_id="bg1", notification_id="n1"),
            cron("a1", source="bg1", kind=se.AutomaticKind.NOTIFICATION))
-    assert se.held(h.state)[0].related
-    h.send(se.TimerFired(key="t1/retry"))
+    assert not se.held(h.state)
+    assert se.WaitKind.RETRY not in [w.kind for w in se.waiting_for(h.state)]
     h.send(se.NotificationConsumed(notification_id="n1"))
     h.responses.extend([say("processed"), say("a"), say("b")])
     h.answer(h.take(at.RequestModelStream))

@@ -56,3 +56,38 @@ def test_from_type_draws_agentturn_events(event: at.Event, prompt: at.PromptSubm
     """The hypothesis entry point registered the strategies: ``st.from_type(Event)`` works."""
     assert isinstance(event, at.Event)
     assert isinstance(prompt, at.PromptSubmitted)
+
+
+@pytest.mark.req("TL-8")
+def test_the_worlds_write_never_stops_part_way_whatever_cancel_tool_asks() -> None:
+    """The ``CancelTool`` contract in the kit: the host asks, the tool decides, and a write
+    (``write_file``) runs to its end even where any other tool would stop."""
+    from agentturn.testing.world import WRITES, World
+
+    world = World(choose=lambda options: options[-1])  # every tool that can stop, stops
+    fates = {}
+    for number, name in enumerate(("read_file", "write_file")):
+        call = at.ToolCall(call_id=f"c{number}", name=name, arguments="{}")
+        world.asked.append(call.call_id)
+        assert world.run(call) is None  # still running
+        fates[name] = world.cancel(call.call_id)
+    assert fates == {"read_file": True, "write_file": False}
+    assert world.stopped == {"c0"}
+    assert frozenset({"write_file"}) == WRITES
+
+
+@pytest.mark.req("TL-8", "LD-10")
+def test_the_cancel_contract_is_stated_the_same_in_the_command_the_kit_and_its_docs() -> None:
+    """One contract (issue 32): the host decides whether a running tool may stop, a write is
+    never stopped part-way, and exactly one ToolFinished answers once the tool has ended; the
+    CancelTool docstring, the kit's ``cancel`` rule and the spec-kit how-to all say so."""
+    from agentturn.testing import world
+
+    doc = " ".join((at.CancelTool.__doc__ or "").split())
+    rule = " ".join((world.__doc__ or "").split())
+    howto = " ".join((pathlib.Path(__file__).parents[2] / "docs" / "howto" / "spec-kit.md")
+                     .read_text(encoding="utf-8").split())
+    for text in (doc, rule, howto):
+        assert "never stopped part-way" in text
+    assert "exactly one ``ToolFinished``" in doc and "the one result" in rule
+    assert "write_file" in world.WRITES

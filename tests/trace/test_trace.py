@@ -239,3 +239,19 @@ def test_the_digest_covers_every_line_before_the_end(
     digest = hashlib.sha256("".join(line + "\n" for line in lines[:-1]).encode()).hexdigest()
     assert json.loads(lines[-1]) == {"end": True, "steps": len(lines) - 2, "digest": digest}
     assert trace.read_trace("\n".join(lines)).intact
+
+
+def test_an_older_trace_without_a_field_that_became_required_still_reads() -> None:
+    """A trace written when ``BackgroundEnded.notification_id`` had the default ``None`` left
+    it out: the strict reader reads that as ``None``, which is what the trace meant; a trace
+    naming a notification reads as written, and an unknown field is still refused."""
+    from agentturn.trace.convert import reason, strict
+
+    read = strict().structure
+    assert read({"item_id": "sh1"}, se.BackgroundEnded) == se.BackgroundEnded(
+        item_id="sh1", notification_id=None)
+    assert read({"item_id": "sh1", "notification_id": "n1"}, se.BackgroundEnded) == (
+        se.BackgroundEnded(item_id="sh1", notification_id="n1"))
+    with pytest.raises(Exception) as refused:
+        read({"item_id": "sh1", "notificationid": "n1"}, se.BackgroundEnded)
+    assert "'notificationid'" in reason(refused.value)

@@ -193,3 +193,101 @@ def test_a_final_write_answered_while_a_lead_save_holds_the_end_leaves_no_batch(
     assert driver.state.phase is at.TurnPhase.ENDING and not driver.of(at.EndTurn)
     driver.send(at.LeadSaved(lead_id="l1"))
     assert [end.outcome.kind for end in driver.of(at.EndTurn)] == [at.OutcomeKind.CANCELLED]
+
+
+# Issue 32, item 4: a cancelled or never-started call is recorded with the true reason.
+
+
+def _two_reads_first_running() -> Driver:
+    """A response of two calls; ``a`` runs, ``b`` waits behind it."""
+    driver = Driver(no_titles())
+    driver.start()
+    driver.respond(finish_reason="tool_calls", calls=[call("a"), call("b")])
+    driver.ack()
+    assert driver.state.phase is at.TurnPhase.RUNNING_TOOL
+    return driver
+
+
+@pytest.mark.req("SG-S3", "TL-5")
+@pytest.mark.parametrize(("kind", "reason", "running", "waiting"), [
+    (at.HardStopKind.LOOP_PROTECTION, "The same call five times.",
+     "Cancelled: loop protection stopped the turn (The same call five times) while this call "
+     "ran.",
+     "Not run: loop protection stopped the turn (The same call five times) before this call "
+     "started."),
+    (at.HardStopKind.POST_TOOL_USE_STOP, "",
+     "Cancelled: a PostToolUse hook stopped the turn while this call ran.",
+     "Not run: a PostToolUse hook stopped the turn before this call started."),
+    (at.HardStopKind.RESOURCE_LIMIT, "Memory limit reached.",
+     "Cancelled: a resource limit of the host stopped the turn (Memory limit reached) while "
+     "this call ran.",
+     "Not run: a resource limit of the host stopped the turn (Memory limit reached) before this "
+     "call started."),
+    (at.HardStopKind.SESSION_CLOSED, "The session was closed.",
+     "Cancelled: the session closed while this call ran.",
+     "Not run: the session closed before this call started."),
+    (at.HardStopKind.GRACE_EXPIRED, "The client did not come back within the grace period.",
+     "Cancelled: the client disconnected and did not come back in time while this call ran.",
+     "Not run: the client disconnected and did not come back in time before this call "
+     "started."),
+])
+def test_a_tool_cancelled_by_a_hard_stop_is_recorded_with_the_authority_not_the_user(
+        kind: at.HardStopKind, reason: str, running: str, waiting: str) -> None:
+    """A hard stop (loop protection, a PostToolUse stop, a resource limit, the session closing,
+    grace expiring) cancels the running tool: its record and the unstarted call's name that
+    authority, never "the user stopped the turn"."""
+    driver = _two_reads_first_running()
+    driver.send(at.HardStopped(kind=kind, reason=reason))
+    driver.send(at.ToolFinished(call_id="a", output="half", cancelled=True))
+    assert [(r.call_id, r.status, r.output, r.reason) for r in results(driver)] == [
+        ("a", ToolResultStatus.CANCELLED, "half", running),
+        ("b", ToolResultStatus.SKIPPED, "", waiting)]
+    driver.ack()
+    [end] = driver.of(at.EndTurn)
+    assert (end.outcome.kind, end.outcome.halt_kind) == (at.OutcomeKind.HALTED, kind)
+
+
+@pytest.mark.req("TL-4", "TL-1")
+def test_a_tool_that_cancels_itself_while_the_turn_goes_on_says_so() -> None:
+    """A tool that reports ``cancelled`` on its own (a timeout) while nothing stopped the turn
+    is recorded CANCELLED as having stopped itself, and the turn goes on to the next call."""
+    driver = _two_reads_first_running()
+    driver.send(at.ToolFinished(call_id="a", output="timed out after 60 s", cancelled=True))
+    assert [(r.call_id, r.status, r.reason) for r in results(driver)] == [
+        ("a", ToolResultStatus.CANCELLED,
+         "Cancelled: the tool stopped before it finished (for example, it timed out).")]
+    driver.ack()
+    assert driver.last(at.ExecuteTool) == at.ExecuteTool(call=call("b"))
+    assert not driver.of(at.EndTurn)
+
+
+@pytest.mark.req("TL-3")
+def test_a_cancelled_permission_request_records_the_cancel_for_each_call() -> None:
+    """Cancelling ``w1``'s permission request records ``w1`` as the user cancelling its request
+    and ``w2`` as cancelled by that, not as "the user stopped the turn"."""
+    driver = two_writes_awaiting_permission()
+    driver.send(at.PermissionDecided(call_id="w1", decision=at.PermissionDecision.CANCEL))
+    assert [(r.call_id, r.status, r.reason) for r in results(driver)] == [
+        ("w1", ToolResultStatus.CANCELLED,
+         "Cancelled: the user cancelled the permission request for this call."),
+        ("w2", ToolResultStatus.CANCELLED,
+         "Cancelled: the user cancelled the permission request of an earlier call, which "
+         "cancelled the turn.")]
+
+
+@pytest.mark.req("TL-5", "SG-S3")
+def test_records_owed_after_a_failed_final_write_keep_the_true_reason() -> None:
+    """The final write of a halted turn fails: the results owed to the next prompt still name
+    the authority that halted it."""
+    driver = _two_reads_first_running()
+    driver.send(at.HardStopped(kind=at.HardStopKind.SESSION_CLOSED))
+    persist = driver.last(at.Persist)
+    assert isinstance(persist, at.Persist)
+    driver.send(at.ToolFinished(call_id="a", output="", cancelled=True))
+    persist = driver.last(at.Persist)
+    assert isinstance(persist, at.Persist)
+    driver.send(at.PersistFailed(key=persist.key, reason="disk full"))
+    assert [(r.call_id, r.reason) for r in driver.state.owed
+            if isinstance(r, at.ToolResultRecord)] == [
+        ("a", "Cancelled: the session closed while this call ran."),
+        ("b", "Not run: the session closed before this call started.")]

@@ -76,6 +76,8 @@ class TurnHost(RuleBasedStateMachine):
         self.must_end_malformed = False
         self.must_end_cut = False
         self.lost_write = False
+        self.refused: dict[str, str] = {}  # call id -> the host's refusal (review_calls)
+        self.ended_task = False  # a tool of this turn said it ended the task
         self.leads: dict[str, str] = {}  # lead id -> text, for leads accepted and not resolved
         #: Leads the current request carries: applied once its stream opens, back to ``leads``
         #: if it never does (LD-13).
@@ -141,6 +143,7 @@ class TurnHost(RuleBasedStateMachine):
             self.last_finish, self.malformed_prev, self.must_end_malformed = None, False, False
             self.must_end_cut = False
             self.admission_closed, self.lost_write = False, False
+            self.ended_task = False
         elif isinstance(event, at.ContinueTurn):
             self.active, self.resumable, self.admission_closed = True, False, False
         elif isinstance(event, at.Persisted):
@@ -170,6 +173,7 @@ class TurnHost(RuleBasedStateMachine):
             elif event.malformed_tool_format and self.malformed_prev:
                 self.must_end_malformed = True
             self.malformed_prev = event.malformed_tool_format
+            self.refused.update((c.call_id, c.refusal) for c in event.tool_calls if c.refusal)
         elif isinstance(event, at.StreamFailed | at.CompactionFailed | at.TokenLimitRejected):
             self.request, self.stream_open = None, False
             self.uncarry()
@@ -178,6 +182,7 @@ class TurnHost(RuleBasedStateMachine):
             self.decided.append(event.call_id)
         elif isinstance(event, at.ToolFinished):
             self.tool = None
+            self.ended_task = self.ended_task or event.ends_task
         elif isinstance(event, at.LeadSaved):
             self.save = None
             self.lead_saved.add(event.lead_id)
@@ -221,6 +226,10 @@ class TurnHost(RuleBasedStateMachine):
                         self.unrecorded.remove(record.call_id)
                     if record.status is at.ToolResultStatus.EXECUTED:
                         assert record.call_id not in self.truncated | self.malformed_calls
+                        assert record.call_id not in self.refused, "a refused call ran"
+                    if record.status is at.ToolResultStatus.REFUSED:
+                        assert record.reason == self.refused.get(record.call_id), \
+                            "a REFUSED record without the host's reason"
             self.persist, self.persist_own = command, own
         elif isinstance(command, at.RequestModelStream):
             assert self.persist is None, "TL-5: request before a write was acknowledged"
@@ -242,6 +251,7 @@ class TurnHost(RuleBasedStateMachine):
             assert self.unrecorded and self.unrecorded[0] == call_id, "TL-4: out of order"
             assert call_id not in self.truncated, "TL-9: a call of a truncated response ran"
             assert call_id not in self.malformed_calls, "TL-6: a malformed call ran"
+            assert call_id not in self.refused, "a refused call ran or was asked about"
             if isinstance(command, at.ExecuteTool):
                 self.tool = command.call
             else:
@@ -267,6 +277,7 @@ class TurnHost(RuleBasedStateMachine):
             assert self.config.hold_natural_stops, "asked to decide a stop nobody holds"
             assert self.persist is None and self.tool is None and self.request is None
             assert not self.unrecorded, "a natural stop with calls still without a result"
+            assert not self.ended_task, "a tool ended the task, yet a natural stop is decided"
             self.deciding = command.request_id
         elif isinstance(command, at.LeadAccepted):
             assert self.active, "LD-1: Lead admitted with no active turn"
@@ -338,9 +349,17 @@ class TurnHost(RuleBasedStateMachine):
             # then the records are owed, and the next prompt's write must hold them.
             assert not self.unrecorded or self.lost_write, "a call ended without a result"
             if self.unrecorded:
-                assert "will be saved before the next prompt" in outcome.message
+                closing = outcome.halt_kind in (at.HardStopKind.SESSION_CLOSED,
+                                                at.HardStopKind.GRACE_EXPIRED)
+                assert ("are handed back unsaved" if closing
+                        else "will be saved before the next prompt") in outcome.message
         if outcome.kind is OutcomeKind.ERROR:
             assert outcome.resumable
+        if outcome.kind is OutcomeKind.ENDED_BY_TOOL:
+            assert self.ended_task and not outcome.resumable, "ENDED_BY_TOOL with no such tool"
+        elif self.ended_task:
+            # a Stop or a hard stop came first: the first decided ending stands
+            assert outcome.kind in (OutcomeKind.CANCELLED, OutcomeKind.HALTED), outcome
         self.active, self.resumable = False, outcome.resumable
         self.admission_closed = False
 
@@ -432,8 +451,11 @@ class TurnHost(RuleBasedStateMachine):
             return
         calls = data.draw(st.sampled_from([0, 1, 1, 2, 2, 3]))
         needs = data.draw(st.lists(st.sampled_from([False, False, True]), min_size=3, max_size=3))
+        refusals = data.draw(st.lists(st.sampled_from([""] * 5 + ["No tool named 'wirte'."]),
+                                      min_size=3, max_size=3))
         tool_calls = tuple(at.ToolCall(call_id=self.fresh("c"), name="write_file",
-                                       needs_permission=needs[i]) for i in range(calls))
+                                       needs_permission=needs[i], refusal=refusals[i])
+                           for i in range(calls))
         self.send(at.StreamCompleted(
             request_id=self.request.request_id, text=data.draw(TEXTS),
             finish_reason=data.draw(REASONS), tool_calls=tool_calls,
@@ -442,7 +464,9 @@ class TurnHost(RuleBasedStateMachine):
     def move_tool(self, data: st.DataObject) -> None:
         assert self.tool is not None
         cancelled = data.draw(st.sampled_from([False] * 4 + [True]))
-        self.send(at.ToolFinished(call_id=self.tool.call_id, output="ok", cancelled=cancelled))
+        ends_task = not cancelled and data.draw(st.sampled_from([False] * 9 + [True]))
+        self.send(at.ToolFinished(call_id=self.tool.call_id, output="ok", cancelled=cancelled,
+                                  ends_task=ends_task))
 
     def move_permission(self, data: st.DataObject) -> None:
         assert self.permission is not None
