@@ -100,7 +100,8 @@ class HardStopped(Event):
 
     #: Which authority stopped it.
     kind: HardStopKind = attrs.field(default=HardStopKind.OTHER, validator=one_of(HardStopKind))
-    #: What the user is told when a running turn is halted.
+    #: What the user is told when a running turn is halted; empty or blank: "The turn was
+    #: halted: <which authority>." (the outcome never has an empty message).
     reason: str = attrs.field(default="", validator=is_str)
 
 

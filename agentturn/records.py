@@ -25,7 +25,17 @@ from types import MappingProxyType
 
 import attrs
 
-from ._base import FieldError, Value, is_bool, is_id, is_str, one_of, optional, tuple_of
+from ._base import (
+    FieldError,
+    Value,
+    is_bool,
+    is_id,
+    is_str,
+    not_blank,
+    one_of,
+    optional,
+    tuple_of,
+)
 
 __all__ = [
     "COMPLETE_KINDS",
@@ -149,6 +159,13 @@ class FinishReason(Value):
         return self.kind._name_ in _COMPLETE_NAMES
 
 
+def _no_reason_or_a_real_one(instance: object, attribute: attrs.Attribute[str],
+                             value: object) -> None:
+    """Validator: "" (no refusal), or a reason the model can read (not only white space)."""
+    if value != "":
+        not_blank(instance, attribute, value)
+
+
 @attrs.frozen(kw_only=True, eq=False, repr=False)
 class ToolCall(Value):
     """One tool call a model response asks for."""
@@ -167,7 +184,7 @@ class ToolCall(Value):
     #: nothing. A refused call never runs and is never asked about, even with
     #: ``needs_permission``: when its turn comes (TL-4) its result is recorded ``REFUSED`` with
     #: this text and the turn goes on. :func:`agentturn.review_calls` sets it.
-    refusal: str = attrs.field(default="", validator=is_str)
+    refusal: str = attrs.field(default="", validator=_no_reason_or_a_real_one)
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)

@@ -173,8 +173,9 @@ def _on_mid_turn(state: GuardState, event: MidTurnMessage, out: _Commands) -> Gu
         # so the attempt is not consumed (SG-B7), and a fresh stage starts (SG-A9).
         return _clear_pending(state, phase=G.ACTIVE, attempts=0, loop=LoopOwner.NONE)
     if state.phase in (G.ACTIVE, G.PAUSED):
-        # SG-A9, SG-B2: new user input keeps activation and starts a fresh two-attempt stage.
-        return _replace(state, phase=G.ACTIVE, attempts=0)
+        # SG-A9, SG-B2: new user input keeps activation and starts a fresh two-attempt stage
+        # (a continuation a paused chain still owed its retry is the user's now).
+        return _clear_pending(state, phase=G.ACTIVE, attempts=0)
     return state
 
 
@@ -184,7 +185,11 @@ def _on_retry(state: GuardState, event: RetryOrContinue, out: _Commands) -> Guar
     trusted = event.turn_id != state.superseded_turn
     if trusted and state.phase in (G.ACTIVE, G.PAUSED) and state.armed:
         # SG-A8, SG-B2: same chain, same budget; the retried request is the live turn now.
-        return _replace(state, phase=G.ACTIVE, live_turn=event.turn_id, open_call="")
+        # A continuation whose request failed before its stream opened consumed nothing
+        # (SG-B3), and its retry is that continuation again: pending, so that the retried
+        # stream commits the attempt when it opens (SG-B1: it counts like any guard stream).
+        phase = G.CONTINUING if state.pending_attempt else G.ACTIVE
+        return _replace(state, phase=phase, live_turn=event.turn_id, open_call="")
     # SG-A8: after a trust-clearing event, a fresh chain with a fresh baseline. A retry of the
     # invalidated turn itself is that fresh chain's live turn: its writes from before the
     # invalidation were forgotten with the open call (SG-A14), so only the retry's own trusted
@@ -195,7 +200,9 @@ def _on_retry(state: GuardState, event: RetryOrContinue, out: _Commands) -> Guar
 
 def _on_background(state: GuardState, event: BackgroundResult, out: _Commands) -> GuardState:
     if event.related and state.phase is G.PAUSED:
-        return _replace(state, phase=G.ACTIVE)  # SG-A11: clears a pause, never a suspension
+        # SG-A11: clears a pause, never a suspension; the chain goes on from the result, so a
+        # continuation owed to the retry is dropped unspent (SG-B3).
+        return _clear_pending(state, phase=G.ACTIVE)
     return state
 
 
@@ -204,8 +211,9 @@ def _on_background(state: GuardState, event: BackgroundResult, out: _Commands) -
 
 def _on_error(state: GuardState, event: RequestErrored, out: _Commands) -> GuardState:
     if state.phase in (G.ACTIVE, G.CONTINUING, G.PAUSED):
-        # SG-S2: the state is kept for a trusted retry; an attempt not yet opened is not spent.
-        return _clear_pending(state, phase=G.PAUSED, loop=LoopOwner.NONE)
+        # SG-S2: the state is kept for a trusted retry; an attempt not yet opened is not spent
+        # (SG-B3), and it stays pending: the retry re-sends that continuation (``_on_retry``).
+        return _replace(state, phase=G.PAUSED, loop=LoopOwner.NONE)
     return state
 
 

@@ -59,7 +59,8 @@ class GuardPhase(enum.Enum):
     ACTIVE = "active"
     #: A guard-attributable stream was asked for and has not opened yet.
     CONTINUING = "continuing"
-    #: An API or network error paused the chain until a trusted retry/continue (SG-S2).
+    #: An API or network error paused the chain until a trusted retry/continue (SG-S2); a
+    #: continuation whose request failed before it opened stays pending for that retry.
     PAUSED = "paused"
     #: A hard path or exhaustion suspended the chain; only a new ordinary prompt revives (SG-S1).
     SUSPENDED = "suspended"
@@ -119,7 +120,9 @@ GUARD_GRAPH: PhaseGraph[GuardPhase] = PhaseGraph(
         *_stay("AutomaticTurnStarted", [G.PLAN, G.AWAITING_PROMPT]),
         ("MidTurnMessage", [G.ACTIVE, G.PAUSED, G.CONTINUING], [G.ACTIVE]),
         *_stay("MidTurnMessage", [G.PLAN, G.NO_CHAIN, G.SUSPENDED, G.AWAITING_PROMPT]),
-        ("RetryOrContinue", [G.NO_CHAIN, G.ACTIVE, G.PAUSED], [G.ACTIVE]),
+        ("RetryOrContinue", [G.NO_CHAIN, G.ACTIVE], [G.ACTIVE]),
+        # A continuation whose request failed before its stream opened is retried as itself.
+        ("RetryOrContinue", [G.PAUSED], [G.ACTIVE, G.CONTINUING]),
         *_stay("RetryOrContinue", [G.PLAN, G.SUSPENDED, G.AWAITING_PROMPT]),
         *_stay("TodoWriteStarted", _SETTLED),
         *_stay("TodoWriteResult", _SETTLED),

@@ -222,6 +222,7 @@ def on_timer(tick: Tick, event: TimerFired) -> None:
     elif key == s.retry_timer and key:
         tick.s = replace(s, retry_timer="")
         if s.phase is P.IDLE and s.turn.resume_phase is not None:
+            tick.s = replace(tick.s, withdrawn_retry=s.turn.turn_id)
             # TL-11: the chat kept the user's retry as long as it said it would; now the
             # automatic turns waiting behind it may run, and the user is told.
             tick.emit(RetryWithdrawn(turn_id=s.turn.turn_id,

@@ -271,6 +271,7 @@ class HardBound(NamedTuple):
             # boundary (trust cleared, Approval plan mode) ends the chain: what runs after it
             # is no longer the guard's (SG-A12, SG-C3).
             streams, loop_open, follow_ups, combined = 0, False, frozenset(), False
+            combined_next = False
         if isinstance(event, e.StreamOpened) and after.turn is not before.turn:
             chunk = any(isinstance(x, sv.Publish) and x.entry.kind is EntryKind.GUARD_CHUNK
                         for x in commands)
@@ -295,7 +296,10 @@ class HardBound(NamedTuple):
                 elif loop_open:
                     follow_ups = follow_ups | {command.request_id}
             elif isinstance(command, c.EndTurn):
-                loop_open, follow_ups, combined_next, combined = False, frozenset(), False, False
+                # (a combined continuation whose request failed before it opened is retried as
+                # itself, its message already saved: it stays combined for that retry)
+                keep = command.outcome.resumable and combined_next
+                loop_open, follow_ups, combined_next, combined = False, frozenset(), keep, False
         problems = ([f"the hard bound: {streams} guard-attributable streams without new user "
                      "input"] if streams > MAX_ATTEMPTS else [])
         return HardBound(streams, loop_open, follow_ups, combined_next, combined), problems

@@ -21,8 +21,9 @@ and decides, in this order, until nothing more changes:
    * nothing else while the client holds a complete queued prompt it reported (SO-5's FIFO
      priority outlives trust clears and hard stops of the old chain); while a turn that ended
      with a resumable error keeps the chat for the user's retry (``retry_window``), only a
-     *related* automatic turn, which continues the same chain and clears its retry pause
-     (SG-A11; the retry is withdrawn, said with ``RetryWithdrawn``);
+     *related* automatic turn of a chain an API or network error paused (not suspended), which
+     continues that chain and clears its retry pause (SG-A11; the retry is withdrawn, said with
+     ``RetryWithdrawn``), never one of a suspended chain;
    * the first held automatic turn, oldest first, that the guard does not hold back
      (:func:`agentturn.guard.defers_automatic_turn`: only *unrelated* turns wait for a chain
      that can resume), and then an automatic turn that became due in this step.
@@ -37,12 +38,13 @@ from __future__ import annotations
 
 from .. import guard as g
 from .. import titles
+from .._base import Command
 from ..commands import StaleAnswerIgnored, TurnOrigin
 from ..events import ContinueTurn, PromptSubmitted
 from ..records import HardStopKind
 from . import background as bg
 from . import fifo
-from .state import SessionPhase, SessionState
+from .state import Continuation, SessionPhase, SessionState
 from .tick import Tick, held_prompt, remember, replace
 from .translate import run
 from .vocabulary import (
@@ -181,12 +183,16 @@ def _start_next(tick: Tick) -> bool:
         return True
     if s.client_prompt:
         return False
-    # A turn kept for the user's retry holds unrelated automatic turns only: a related one is a
-    # trusted continuation of the same chain and clears the retry pause (SG-A11).
-    only_related = _keeps_the_chat(s)
+    # A turn kept for the user's retry holds every automatic turn but one that continues its
+    # chain: a related result is a trusted continuation that clears an API/network retry
+    # pause (the guard is PAUSED, or ACTIVE once the result itself cleared it), never a hard
+    # suspension (SG-A11).
+    kept = _keeps_the_chat(s)
+    continues = kept and s.guard.phase in _CONTINUABLE
     for held in s.deferred.turns:
         related = bg.is_related(s.background, held.source_id)  # as of now, not when it was due
-        if (related or not only_related) and not g.defers_automatic_turn(s.guard, related):
+        if (not kept or (continues and related)) and not g.defers_automatic_turn(s.guard,
+                                                                                 related):
             message_id, text = held_prompt(s, held.turn_id)
             tick.s = _forget(s, held.turn_id)
             _start_automatic(tick, held, related, message_id, text)
@@ -194,11 +200,16 @@ def _start_next(tick: Tick) -> bool:
     if tick.due is not None:
         turn, message_id, text = tick.due
         related = bg.is_related(s.background, turn.source_id)
-        if (related or not only_related) and not g.defers_automatic_turn(s.guard, related):
+        if (not kept or (continues and related)) and not g.defers_automatic_turn(s.guard,
+                                                                                 related):
             tick.due = None
             _start_automatic(tick, turn, related, message_id, text)
             return True
     return False
+
+
+#: The guard phases of a chain a related automatic turn continues during a retry window.
+_CONTINUABLE = (g.GuardPhase.PAUSED, g.GuardPhase.ACTIVE)
 
 
 def _keeps_the_chat(s: SessionState) -> bool:
@@ -214,8 +225,10 @@ def start_prompt(tick: Tick, turn_id: str, message_id: str, text: str,
     s = tick.s
     if s.retry_timer:
         tick.emit(CancelTimer(key=s.retry_timer))  # the user chose a new prompt over the retry
+    withdrawn = s.turn.turn_id if s.turn.resume_phase is not None else s.withdrawn_retry
     tick.s = replace(s, phase=P.TURN, origin=origin, hook_blocks=0, stops=0, follow_ups_due="",
-                     retry_timer="", started_prompts=remember(s.started_prompts, turn_id))
+                     retry_timer="", started_prompts=remember(s.started_prompts, turn_id),
+                     withdrawn_retry=withdrawn)
     tick.to_guard(g.OrdinaryPromptStarted(turn_id=turn_id))
     tick.to_turn(PromptSubmitted(turn_id=turn_id, message_id=message_id, text=text))
 
@@ -227,7 +240,14 @@ def _continue_turn(tick: Tick, event: ContinueTurn) -> None:
     if s.retry_timer:
         tick.emit(CancelTimer(key=s.retry_timer))
     tick.s = replace(s, phase=P.TURN, retry_timer="", follow_ups_due="")
-    tick.to_guard(g.RetryOrContinue(turn_id=event.turn_id))
+
+    def resumed(tick: Tick, commands: list[Command], changed: bool) -> None:
+        if tick.s.guard.phase is g.GuardPhase.CONTINUING:
+            # The failed request was the guard's continuation and never opened (SG-B3): the
+            # retried request is that continuation, and its stream commits the attempt.
+            tick.s = replace(tick.s, continuation=Continuation.GUARD)
+
+    tick.to_guard(g.RetryOrContinue(turn_id=event.turn_id), resumed)
     tick.to_turn(event)
 
 
@@ -241,13 +261,14 @@ def _start_automatic(tick: Tick, turn: bg.AutomaticTurn, related: bool, message_
     if s.turn.resume_phase is not None:
         # The retry of the turn is given up here, never silently (TL-11): the turn was
         # invalidated, or a related automatic turn continues its chain (SG-A11).
-        reason = ("a related automatic turn continues the work chain" if related
-                  and _keeps_the_chat(s) else "an automatic turn took the chat")
+        reason = ("a related automatic turn continues the work chain" if _keeps_the_chat(s)
+                  else "an automatic turn took the chat")
         tick.emit(RetryWithdrawn(turn_id=s.turn.turn_id,
                                  reason=f"{reason}; the turn's records are kept and its Lead "
                                         "instructions reported unapplied"))
+    withdrawn = s.turn.turn_id if s.turn.resume_phase is not None else s.withdrawn_retry
     tick.s = replace(s, phase=P.TURN, origin=_ORIGIN[turn.kind], hook_blocks=0, stops=0,
-                     follow_ups_due="", retry_timer="")
+                     follow_ups_due="", retry_timer="", withdrawn_retry=withdrawn)
     tick.to_guard(g.AutomaticTurnStarted(turn_id=turn.turn_id, kind=_GUARD_KIND[turn.kind],
                                          related=related))
     tick.to_turn(PromptSubmitted(turn_id=turn.turn_id, message_id=message_id, text=text))

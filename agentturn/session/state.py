@@ -259,6 +259,9 @@ class SessionState(State):
     issued: tuple[str, ...] = ()
     #: The key of the running retry-window timer of a turn that ended with a resumable error.
     retry_timer: str = ""
+    #: The last turn whose retry the session gave up (its window ran out, or an automatic turn
+    #: or a new prompt took the chat): a Continue click naming it crossed that and is absorbed.
+    withdrawn_retry: str = ""
     #: A turn ended while a naming request ran: its follow-up suggestions wait for the title
     #: (the suggestion call is serialized with the naming request, like every small request).
     follow_ups_due: str = ""

@@ -197,8 +197,8 @@ def on_hook(tick: Tick, event: StopHookDecided | StopHookFailed) -> None:
     cap = s.config.stop_hook_cap
     if s.hook_blocks >= cap:
         # SO-6, SG-S1: the cap ends the turn with a warning and suspends the chain.
-        times = "1 time" if cap == 1 else f"{cap} times"
-        tick.emit(Warn(text=f"The Stop hook blocked {times} in a row; the turn ends here."))
+        tick.emit(Warn(text=f"The Stop hook blocked {s.hook_blocks + 1} times in a row, past "
+                            f"its cap of {cap}; the turn ends here."))
         tick.s = replace(s, hook_blocks=0)
         tick.to_guard(g.HardStopped(kind=HardStopKind.STOP_HOOK_CAP))
         _decide(tick, Continuation.NONE, None)

@@ -116,6 +116,11 @@ def on_continue(tick: Tick, event: ContinueTurn) -> None:
     if closed_reason(s):
         tick.stale(event, event.turn_id, "the session is closed")
         return
+    if event.turn_id == s.withdrawn_retry:
+        # A click on Continue that crossed the withdrawal of that retry (its window ran out, an
+        # automatic turn or a new prompt took the chat): a race of the UI, absorbed.
+        tick.stale(event, event.turn_id, "this turn's retry was withdrawn")
+        return
     if s.phase is not P.IDLE:
         if event.turn_id == s.turn.turn_id and s.turn.resume_phase is None:
             # A second click on Continue: the turn already goes on.

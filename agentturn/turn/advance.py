@@ -155,9 +155,16 @@ _QUOTED = frozenset({HardStopKind.POST_TOOL_USE_STOP, HardStopKind.LOOP_PROTECTI
                      HardStopKind.RESOURCE_LIMIT, HardStopKind.UNRESUMABLE, HardStopKind.OTHER})
 
 
+def halt_message(kind: HardStopKind, reason: str) -> str:
+    """What the user is told when ``kind`` halts the turn: the host's own words, or, when it
+    gave none (``HardStopped.reason`` empty or blank), which authority it was."""
+    return reason if reason.strip() else f"The turn was halted: {HALTED_BY[kind]}."
+
+
 def _halted_by(ending: TurnOutcome) -> str:
     kind = ending.halt_kind or HardStopKind.OTHER
-    detail = ending.message.strip().rstrip(".") if kind in _QUOTED else ""
+    quoted = kind in _QUOTED and ending.message != halt_message(kind, "")
+    detail = ending.message.strip().rstrip(".") if quoted else ""
     return f"{HALTED_BY[kind]} ({detail})" if detail else HALTED_BY[kind]
 
 

@@ -31,6 +31,7 @@ from .advance import (
     advance,
     current_call_id,
     finalize,
+    halt_message,
     make_outcome,
     new_user_message,
     not_run,
@@ -51,7 +52,8 @@ def on_stop(state: TurnState, event: StopPressed | HardStopped, out: Commands) -
         return state  # nothing runs, or the turn already ends: a second Stop changes nothing
     if isinstance(event, HardStopped):
         outcome = TurnOutcome(kind=OutcomeKind.HALTED, finish_reason=state.finish_reason,
-                              message=event.reason, halt_kind=event.kind)
+                              message=halt_message(event.kind, event.reason),
+                              halt_kind=event.kind)
     else:
         outcome = make_outcome(state, OutcomeKind.CANCELLED, "Stopped by the user.")
     if phase is P.AWAITING_STREAM or phase is P.STREAMING:

@@ -702,15 +702,22 @@ def test_an_attempt_that_never_opened_consumes_nothing(reason: g.NotOpenedReason
 
 @pytest.mark.req("SG-B3")
 def test_a_stream_failure_after_it_opened_consumes_the_attempt() -> None:
-    """req: SG-B3 — opened then failed: the attempt counts; an error before opening does not."""
+    """req: SG-B3, SG-B1 — an error before opening consumes nothing, and the retry re-sends
+    that same continuation, which commits attempt 1 when it opens (so the retry is not a free
+    third guard stream); opened then failed: the attempt counts."""
     guard = armed()
-    guard.stop()
+    (first,) = guard.stop()
     guard.send(g.RequestErrored(kind=g.ErrorKind.API))  # before open
-    guard.send(g.RetryOrContinue(turn_id="t1"))
-    assert g.decide(guard.state, g.NaturalStop()).attempt == 1
-    guard.continue_once()
+    assert guard.state.attempts == 0 and guard.state.phase is g.GuardPhase.PAUSED
+    assert guard.send(g.RetryOrContinue(turn_id="t1")) == ()
+    assert guard.state.phase is g.GuardPhase.CONTINUING
+    (chunk,) = guard.send(g.GuardStreamOpened())
+    assert isinstance(chunk, g.EmitAgentMessageChunk) and isinstance(
+        first, g.ContinueWithGuardPrompt)
+    assert (chunk.text, chunk.meta.attempt, guard.state.attempts) == (first.text, 1, 1)
     guard.send(g.RequestErrored(kind=g.ErrorKind.NETWORK))  # after open
     guard.send(g.RetryOrContinue(turn_id="t1"))
+    assert guard.state.phase is g.GuardPhase.ACTIVE
     assert g.decide(guard.state, g.NaturalStop()).attempt == 2
 
 

@@ -112,7 +112,10 @@ def shape_problems(state: g.GuardState) -> list[str]:
         problems.append(f"a tool loop is owned in {phase.name}: only a primary stream has one")
     pending = (state.pending_attempt, state.pending_text, state.pending_owner,
                state.pending_hook_reason)
-    if phase is not g.GuardPhase.CONTINUING and pending != (0, "", g.LoopOwner.NONE, None):
+    # (a paused chain keeps the continuation whose request failed before it opened, for the
+    # retry that re-sends it)
+    if phase not in (g.GuardPhase.CONTINUING, g.GuardPhase.PAUSED) and pending != (
+            0, "", g.LoopOwner.NONE, None):
         problems.append(f"a pending continuation in {phase.name}: {pending}")
     if phase in (g.GuardPhase.NO_CHAIN, g.GuardPhase.PLAN):
         kept = (state.live_turn, state.open_call, state.listed, state.unfinished,

@@ -138,6 +138,31 @@ def test_d05_the_tool_loop_of_a_combined_hook_and_guard_stream_is_the_hooks() ->
     assert host.outcomes() == [at.OutcomeKind.FINISHED]
 
 
+@pytest.mark.req("SG-B1", "SG-B2", "SG-B3")
+def test_a_continuation_that_failed_before_it_opened_is_retried_as_the_same_attempt() -> None:
+    """The guard's first continuation request fails before its stream opens (nothing is
+    consumed, SG-B3); the user's Continue re-sends it, and that stream commits attempt 1 as it
+    opens, so the stage has one more guard stream, not two: the model reads each guard prompt
+    once and no third guard-prompted stream opens without new user input. req: SG-B1"""
+    host = Host()
+    start_armed(host)
+    resume(host, say("Stopping here."))
+    request = held(host, at.RequestModelStream)
+    failed = host.send(at.StreamFailed(request_id=request.request_id, error="overloaded"))
+    assert [c.outcome.kind for c in failed if isinstance(c, at.EndTurn)] == [
+        at.OutcomeKind.ERROR]
+    assert guard_attempts(host) == []
+    host.responses.extend([say("Working on it."), say("Still stuck."), say("never sent")])
+    host.send(at.ContinueTurn(turn_id="t1"))
+    assert guard_attempts(host) == [1, 2]
+    assert host.state.usage.guard_calls == 2
+    assert host.user_messages() == ["Port the parser", g.continuation_text(1, 1),
+                                    g.continuation_text(2, 1)]
+    assert [r.text for r in host.published(se.EntryKind.GUARD_EXHAUSTED)] == [
+        g.exhaustion_text(1)]
+    assert [r["text"] for r in host.responses] == ["never sent"]
+
+
 @pytest.mark.req("SG-B4")
 def test_d06_a_guard_sponsored_follow_up_at_attempt_two_sends_the_final_prompt() -> None:
     """The first guard continuation's stream calls a tool with todos still unfinished: its

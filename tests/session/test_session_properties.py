@@ -28,9 +28,9 @@ What a step checks, and where the rule comes from:
   prompts still arriving and the retry the host's model expects;
 * TL-11: a daemon session idling with a resumable turn runs its retry window
   (``StartTimer(<turn>/retry)``); ``ContinueTurn`` or a new prompt cancels it; when it runs out
-  the retry is withdrawn (``RetryWithdrawn``, ``ContinueTurn`` is misuse after it); while the turn
-  keeps the chat no automatic turn starts (one that takes an invalidated turn's chat says
-  ``RetryWithdrawn`` first);
+  the retry is withdrawn (``RetryWithdrawn``; a ``ContinueTurn`` naming it after that crossed
+  the notice and is absorbed); while the turn keeps the chat no automatic turn starts but a
+  related one of a paused chain (one that takes the chat says ``RetryWithdrawn`` first);
 * FIFO priority (SO-2, SO-5, BR-1): a complete queued prompt starts before any automatic turn, in
   FIFO order; an aborted one never starts (SO-3); no complete prompt waits while the session idles;
 * SG-B1: never more than two guard-attributable streams (``Publish`` of a ``GUARD_CHUNK``) in a
@@ -401,6 +401,7 @@ class SessionHost(RuleBasedStateMachine):
         self.turn = ""  # the turn that runs (or ran last)
         self.turn_auto = False
         self.resumable = False
+        self.withdrawn = ""  # the last turn whose retry was given up: Continue is absorbed
         self.fifo_priority = False
         self.priority_before_step = False
         self.hook_streak = 0
@@ -796,7 +797,8 @@ class SessionHost(RuleBasedStateMachine):
             assert (isinstance(event, S.TimerFired) and event.key == f"{command.turn_id}/retry"
                     ) or not self.keeps_chat(self.step_states[0]) or related_took
             assert command.turn_id == self.turn and self.resumable
-            self.resumable = False  # the turn gave up its retry: ContinueTurn is misuse now
+            self.resumable = False  # the turn gave up its retry: a Continue click is absorbed
+            self.withdrawn = command.turn_id
         elif isinstance(command, at.UnsavedRecords):
             # what the turn owed comes back at close (TL-5): nothing will write it now
             calls = {call.call_id for r in command.records if isinstance(r, at.ResponseRecord)
@@ -919,6 +921,8 @@ class SessionHost(RuleBasedStateMachine):
             self.turn_auto = False
             self.turn_origin = at.TurnOrigin.PROMPT
             self.last_prompt = (started, event.message_id, event.text)
+        if self.resumable:
+            self.withdrawn = self.turn  # a new turn took the chat from the retry
         self.turn = started
         self.resumable = False
         if not self.turn_auto:
@@ -1013,9 +1017,8 @@ class SessionHost(RuleBasedStateMachine):
                     "SO-6, SO-8: a hook block below the cap did not continue with its reason"
             else:
                 cap = self.config.stop_hook_cap
-                times = "1 time" if cap == 1 else f"{cap} times"
-                assert S.Warn(text=f"The Stop hook blocked {times} in a row; the turn ends "
-                                   "here.") in commands, \
+                assert S.Warn(text=f"The Stop hook blocked {cap + 1} times in a row, past its "
+                                   f"cap of {cap}; the turn ends here.") in commands, \
                     "SO-6: the Stop-hook cap was passed without its warning"
                 assert not continued, "SO-6: a block past the cap continued the turn"
                 self.hook_streak = 0
@@ -1597,6 +1600,8 @@ class SessionHost(RuleBasedStateMachine):
         if self.double_click and s.phase in (S.SessionPhase.TURN, S.SessionPhase.DRAINING,
                                              S.SessionPhase.HOOKS):
             candidates.append(at.ContinueTurn(turn_id=self.turn))  # a second click on Continue
+        if self.withdrawn:
+            candidates.append(at.ContinueTurn(turn_id=self.withdrawn))  # crossed the withdrawal
         self.stale(choose(data, candidates))
 
     def move_misuse(self, data: st.DataObject) -> None:
@@ -1627,7 +1632,7 @@ class SessionHost(RuleBasedStateMachine):
             # a retry no turn offers (none failed, it ran already or it was withdrawn), or
             # of another turn
             candidates.append(at.ContinueTurn(turn_id="bogus"))
-            if self.turn and not self.resumable:
+            if self.turn and not self.resumable and self.turn != self.withdrawn:
                 candidates.append(at.ContinueTurn(turn_id=self.turn))
         self.misuse(choose(data, candidates))
 

@@ -506,6 +506,47 @@ def test_related_result_runs_during_the_retry_window_and_keeps_budget():
     h.clean()
 
 
+@pytest.mark.req("SG-A11", "SG-S1", "TL-11")
+def test_a_related_turn_of_a_suspended_chain_waits_for_the_retry_window():
+    """A hard stop while idle suspends the paused chain: a related result can no longer
+    continue it, so its turn is held like an unrelated one and the user's retry is kept
+    until the window runs out (no RetryWithdrawn claiming the chain continues) (req: SG-A11).
+    """
+    h = paused_with_background(se.BackgroundKind.SHELL, "sh1")
+    h.send(se.HardStopped(kind=at.HardStopKind.LOOP_PROTECTION, reason="loop"))
+    out = h.send(se.BackgroundEnded(item_id="sh1", notification_id="n1"),
+                 cron("a1", source="sh1", kind=se.AutomaticKind.NOTIFICATION))
+    assert not any(isinstance(c, se.RetryWithdrawn) for c in out)
+    assert [held.turn_id for held in se.held(h.state)] == ["a1"]
+    assert se.WaitKind.RETRY in [w.kind for w in se.waiting_for(h.state)]
+    fired = h.send(se.TimerFired(key="t1/retry"))
+    [withdrawn] = [c for c in fired if isinstance(c, se.RetryWithdrawn)]
+    assert "window ran out" in withdrawn.reason
+
+
+@pytest.mark.req("TL-11")
+@pytest.mark.parametrize("withdrawal", ["window", "related turn", "new prompt"])
+def test_a_continue_click_that_crosses_the_withdrawal_of_its_retry_is_absorbed(
+        withdrawal: str):
+    """The retry was withdrawn (its window ran out, a related automatic turn or a new prompt
+    took the chat); a Continue click naming it, sent before the UI heard, is a race: absorbed
+    with ``StaleAnswerIgnored``, nothing changed (req: TL-11)."""
+    h = paused_with_background(se.BackgroundKind.AGENT, "bg1")
+    if withdrawal == "window":
+        h.send(se.TimerFired(key="t1/retry"))
+    elif withdrawal == "related turn":
+        h.send(se.BackgroundEnded(item_id="bg1", notification_id="n1"),
+               cron("a1", source="bg1", kind=se.AutomaticKind.NOTIFICATION))
+        assert h.state.turn.turn_id == "a1"
+    else:
+        h.send(at.PromptSubmitted(turn_id="t2", message_id="m2", text="something else"))
+        assert h.state.turn.turn_id == "t2"
+    before = h.state
+    absorbed = se.reduce(before, at.ContinueTurn(turn_id="t1"))
+    assert [type(c) for c in absorbed.commands] == [at.StaleAnswerIgnored]
+    assert absorbed.state == before
+
+
 def test_hard_stop_while_idle_is_not_cleared_by_related_result():
     """A hard stop arriving while idle suspends the paused chain; a later related result runs but
     never continues the guard (req: SG-A11, SG-S1).

@@ -144,7 +144,7 @@ def test_the_stop_hook_cap_ends_the_turn_with_a_warning_and_suspends_the_guard()
     host.send(PROMPT)
     assert host.user_messages().count("Not yet.") == 2
     assert [w.text for w in host.commands(se.Warn)] == [
-        "The Stop hook blocked 2 times in a row; the turn ends here."]
+        "The Stop hook blocked 3 times in a row, past its cap of 2; the turn ends here."]
     assert host.outcomes() == [at.OutcomeKind.FINISHED]
     assert host.state.guard.phase is g.GuardPhase.SUSPENDED
 
@@ -637,7 +637,7 @@ def test_a_lead_saved_while_the_hooks_run_sets_their_answer_aside() -> None:
               attrs.evolve(block, run_id="t1/hooks-2"))
     host.send(attrs.evolve(block, run_id="t1/hooks-3"))
     assert [w.text for w in host.commands(se.Warn)] == [
-        "The Stop hook blocked 1 time in a row; the turn ends here."]
+        "The Stop hook blocked 2 times in a row, past its cap of 1; the turn ends here."]
     assert host.user_messages() == ["Port the parser", "Tests fail.", "use tabs"]
     assert [(c.consecutive_blocks, c.cap) for c in host.commands(se.RunStopHooks)] == [
         (0, 1), (1, 1), (1, 1)]

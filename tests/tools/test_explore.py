@@ -210,8 +210,9 @@ def test_an_earlier_drains_reply_during_another_drain_is_a_declared_transition()
 def test_a_turn_whose_guard_continuation_failed_to_save_can_be_continued() -> None:
     """The guard decides a continuation; saving its message fails, so the turn ends with a
     resumable error. ContinueTurn is accepted (TL-11) and the chain resumes: the attempt never
-    opened a stream, so nothing was spent (SG-B3). (BUG-8, fixed: the guard was left
-    CONTINUING and refused the retry.)"""
+    opened a stream, so nothing was spent (SG-B3), and the retry re-sends that continuation,
+    pending again until its stream opens. (BUG-8, fixed: the guard was left CONTINUING and
+    refused the retry.)"""
     state, commands = _play(_daemon(), [
         *_armed(), at.StreamCompleted(request_id="t1/r2", text="Done.", finish_reason="stop"),
         at.Persisted(key="t1/p4"), S.MidTurnDrained(drain_id="t1/drain-1"),
@@ -219,7 +220,8 @@ def test_a_turn_whose_guard_continuation_failed_to_save_can_be_continued() -> No
     assert any(isinstance(c, at.EndTurn) and c.outcome.resumable for c in commands)
     after, _ = S.reduce(state, at.ContinueTurn(turn_id="t1"))
     assert after.phase is S.SessionPhase.TURN
-    assert after.guard.phase is g.GuardPhase.ACTIVE and after.guard.attempts == 0
+    assert after.guard.phase is g.GuardPhase.CONTINUING and after.guard.attempts == 0
+    assert after.guard.pending_attempt == 1
 
 
 WITHDRAWING = [

@@ -247,6 +247,26 @@ def test_a_tool_cancelled_by_a_hard_stop_is_recorded_with_the_authority_not_the_
     assert (end.outcome.kind, end.outcome.halt_kind) == (at.OutcomeKind.HALTED, kind)
 
 
+@pytest.mark.req("TL-8")
+@pytest.mark.parametrize("reason", ["", "   ", "\n"], ids=["empty", "spaces", "newline"])
+@pytest.mark.parametrize("kind", list(at.HardStopKind), ids=lambda kind: kind.value)
+def test_a_hard_stop_without_words_still_tells_the_user_which_authority_halted(
+        kind: at.HardStopKind, reason: str) -> None:
+    """``HardStopped`` with an empty or blank reason: the outcome's message is never empty; it
+    names the authority, and the records name it once, without quoting the filler."""
+    driver = _two_reads_first_running()
+    driver.send(at.HardStopped(kind=kind, reason=reason))
+    driver.send(at.ToolFinished(call_id="a", output="half", cancelled=True))
+    driver.ack()
+    [end] = driver.of(at.EndTurn)
+    message = end.outcome.message
+    assert message.startswith("The turn was halted: ") and message.endswith(".")
+    authority = message[len("The turn was halted: "):-1]
+    assert authority and authority[0].islower()
+    assert [r.reason for r in results(driver)][1] == (
+        f"Not run: {authority} before this call started.")
+
+
 @pytest.mark.req("TL-4", "TL-1")
 def test_a_tool_that_cancels_itself_while_the_turn_goes_on_says_so() -> None:
     """A tool that reports ``cancelled`` on its own (a timeout) while nothing stopped the turn

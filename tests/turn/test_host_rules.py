@@ -4,6 +4,7 @@ ends the task (``ToolFinished(ends_task=True)``), issue 32, items 10b and 10c.""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from driver import Driver, call, no_titles
@@ -183,3 +184,30 @@ def test_a_tool_ending_the_task_is_no_natural_stop_and_reports_saved_leads_unapp
     assert len(driver.of(at.RequestModelStream)) == 1
     end = driver.last(at.EndTurn)
     assert isinstance(end, at.EndTurn) and end.outcome.kind is OutcomeKind.ENDED_BY_TOOL
+
+
+@pytest.mark.req("TL-4")
+@pytest.mark.parametrize("arguments", [
+    {"refuse": "c1"}, {"refuse": ["c1"]}, {"needs_permission": "c1"},
+    {"needs_permission": None}, {"needs_permission": [["c1"]]}, {"needs_permission": [1]},
+    {"refuse": {"c1": "\ud800 lone"}}, {"refuse": {"c1": None}},
+], ids=["refuse-str", "refuse-list", "needs-str", "needs-none", "needs-nested", "needs-int",
+        "reason-surrogate", "reason-none"])
+def test_review_calls_refuses_bad_arguments_with_a_field_error(arguments: dict[str, Any]
+                                                                ) -> None:
+    """Bad arguments to ``review_calls`` raise ``FieldError`` naming the argument, never a
+    plain ``TypeError``/``ValueError``, and a string is never read as its characters."""
+    completed = at.StreamCompleted(request_id="t1/r1", text="", finish_reason="tool_calls",
+                                   tool_calls=(at.ToolCall(call_id="c1", name="read_file"),))
+    with pytest.raises(at.FieldError, match="review_calls"):
+        at.review_calls(completed, **arguments)
+
+
+@pytest.mark.req("TL-4")
+@pytest.mark.parametrize("reason", ["   ", "\n", "\t \n"])
+def test_a_blank_refusal_is_refused_when_the_call_is_built(reason: str) -> None:
+    """A refusal the model would read as nothing is refused at construction, naming the
+    field; "" means no refusal."""
+    with pytest.raises(at.FieldError, match=r"ToolCall\.refusal"):
+        at.ToolCall(call_id="c1", name="read_file", refusal=reason)
+    assert at.ToolCall(call_id="c1", name="read_file", refusal="").refusal == ""
