@@ -1,6 +1,7 @@
 """Benchmark: the ratios of ``run.py`` counted in instructions, which do not depend on the host.
 
-Run:  python benchmarks/instructions.py [--fuzz-steps N] [--explore-depth D]   (needs valgrind)
+Run:  python benchmarks/instructions.py [--fuzz-steps N] [--explore-depth D] [--parts ...]
+      (needs valgrind)
 
 ``run.py`` measures CPU time, and on this project's shared two-core virtual machines the same
 tree gives ``reduce/floor`` 3.3-3.5 on one host and 4.0-4.4 on another (``README.md``, "Third
@@ -14,7 +15,15 @@ by ``valgrind --tool=cachegrind --cache-sim=no`` (no cache simulation: only the 
 * ``instructions explore transition/reduce``: one explorer walk (daemon, ``armed``, one worker,
   every check) per transition, over ``session.reduce`` on the very ``(state, event)`` pairs that
   walk reduced, replayed with the cycle collector off (as the walk runs);
-* ``instructions fuzz step/reduce``: the same for a seeded fuzz run.
+* ``instructions fuzz step/reduce``: the same for a seeded fuzz run;
+* ``instructions driver overhead/reduce``: a session driven by ``agentturn.aio`` with no-op
+  effects (``driver.py``: a prompt, four tool rounds, the close) per event, less
+  ``session.reduce`` on the same events ready-made, over the latter (DESIGN.md: at most 1.0,
+  "a driven event costs at most two reduces"), and the share of it that is the engine
+  accumulator (``ChatCompletionsStream`` over the same replies, alone). Needs the ``aio``
+  extra. A driven pass is not the same instructions every time (the event loop's and anyio's
+  structures grow, the collector runs at other points): this figure moves by a few per cent
+  with ``--driver-sessions``.
 
 Each figure is a difference of two whole processes that differ only in the part measured (the
 interpreter's start, the imports, a first warming run are in both and cancel), so it is exact
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import os
 import re
 import shutil
@@ -38,7 +48,11 @@ import sys
 def _child(mode: str, what: str, size: int, times: int) -> int:
     """The measured program: ``mode`` ``walk`` runs ``times`` walks (``what``: explore or
     fuzz) after a first one; ``replay`` captures one walk's pairs and reduces them ``times``
-    times; ``trace`` runs ``run.time_reduce`` or ``run.time_floor`` ``times`` times."""
+    times; ``trace`` runs ``run.time_reduce`` or ``run.time_floor`` ``times`` times; ``driver``
+    runs ``times`` driven sessions or their bare reduce (``driver.child``)."""
+    if mode == "driver":
+        import driver  # beside this file
+        return driver.child(what, times)
     if mode == "trace":
         import run  # beside this file (a script's directory is on the path)
         events = [run.build(spec) for spec in run.record_trace()]
@@ -90,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--fuzz-steps", type=int, default=20_000)
     parser.add_argument("--explore-depth", type=int, default=4)
+    parser.add_argument("--parts", nargs="+", default=["reduce", "explore", "fuzz", "driver"],
+                        choices=["reduce", "explore", "fuzz", "driver"],
+                        help="what to count (default: all)")
+    parser.add_argument("--driver-sessions", type=int, default=20,
+                        help="driven sessions counted (26 events each)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -99,18 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: nothing to count", file=sys.stderr)
         return 2
-    reduce, events = _difference("trace", "reduce", 0, times=5)
-    floor, _ = _difference("trace", "floor", 0, times=5)
-    print(f"instructions per event: reduce {reduce / events:,.0f}, floor {floor / events:,.0f}")
-    print(f"instructions reduce/floor: {reduce / floor:.2f}")
+    if "reduce" in args.parts:
+        reduce, events = _difference("trace", "reduce", 0, times=5)
+        floor, _ = _difference("trace", "floor", 0, times=5)
+        print(f"instructions per event: reduce {reduce / events:,.0f}, "
+              f"floor {floor / events:,.0f}")
+        print(f"instructions reduce/floor: {reduce / floor:.2f}")
     for what, size, unit in (("explore", args.explore_depth, "transition"),
                              ("fuzz", args.fuzz_steps, "step")):
+        if what not in args.parts:
+            continue
         walked, count = _difference("walk", what, size)
         replayed, pairs = _difference("replay", what, size)
         per_walk, per_pair = walked / count, replayed / pairs
         print(f"instructions per {unit}: {what} {per_walk:,.0f}, its reduce {per_pair:,.0f} "
               f"({count} {unit}s, {pairs} pairs)")
         print(f"instructions {what} {unit}/reduce: {per_walk / per_pair:.2f}")
+    if "driver" in args.parts and importlib.util.find_spec("anyio") is None:
+        print("instructions driver overhead/reduce: skipped, anyio is not installed "
+              "(pip install -e '.[aio]')")
+    elif "driver" in args.parts:
+        sessions = args.driver_sessions
+        driven, events = _difference("driver", "driven", 0, times=sessions)
+        bare, _ = _difference("driver", "bare", 0, times=sessions)
+        accumulated, _ = _difference("driver", "wire", 0, times=sessions)
+        print(f"instructions per event: driven {driven / events:,.0f}, its reduce "
+              f"{bare / events:,.0f} ({sessions} sessions, {events // sessions} events each)")
+        print(f"instructions driver overhead/reduce: {(driven - bare) / bare:.2f}")
+        print(f"  of which the engine accumulator (its streams' chunks to events, alone): "
+              f"{accumulated / bare:.2f}; the rest {(driven - bare - accumulated) / bare:.2f}")
     return 0
 
 

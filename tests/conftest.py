@@ -84,7 +84,7 @@ EXTRA_OF_MODULE = {
     "nbmake": "notebooks", "ipykernel": "notebooks", "sphinx": "docs", "myst_parser": "docs",
     "furo": "docs", "starlette": "openai-host", "uvicorn": "openai-host",
     # in the test extra (through engines-test), so missing only from an older environment
-    "openai": "engines-test", "anthropic": "engines-test",
+    "openai": "engines-test", "anthropic": "engines-test", "anyio": "aio",
 }
 _MISSING_MODULE = re.compile(r"could not import '(?P<module>[\w.]+)'")
 

@@ -1,23 +1,27 @@
-"""The engines the host talks to, through their official SDKs, each read by agentturn.engines.
+"""The engines the host talks to, through their official SDKs: each one an async iterator of
+wire objects for the driver to read.
 
 Theory of operation
 -------------------
 :class:`ChatEngine` (``openai.AsyncOpenAI``, Chat Completions) and :class:`MessagesEngine`
-(``anthropic.AsyncAnthropic``, Messages) do the same three things: turn the conversation into
-their request, open a stream (``stream=True``) and feed every event's ``model_dump()`` to the
-matching accumulator, then hand the host the one event it yields. ``StreamOpened`` goes out once
-the SDK returned the stream; an SDK exception becomes ``StreamFailed`` through ``abort``.
-Cancelling the task (the host's ``CancelStream``) leaves the ``async with`` block, which closes
-the HTTP response: the server sees the stream closed before its end. Both clients are built with
-``max_retries=0``: the SDKs otherwise send a failed request again, twice, silently; here the
-turn decides retries (a failed request ends the turn with a resumable error, and the user's
-``ContinueTurn`` sends it again).
+(``anthropic.AsyncAnthropic``, Messages) do the same two things: turn the conversation into
+their request, open a stream (``stream=True``) and yield every event's ``model_dump()``. They
+read nothing of it: the driver (:mod:`agentturn.aio`) feeds the objects to the accumulator each
+names as its ``wire`` (``ChatCompletionsStream``, ``AnthropicMessagesStream``), which catches a
+response cut at ``max_tokens`` whatever its label says. An SDK exception becomes
+:class:`agentturn.aio.StreamError` (a connection error is a network error, an API error is
+not), which the driver answers with ``StreamFailed``. When the turn's ``CancelStream`` cancels
+the stream, or the driver closes the iterator after the response's last event, the ``async
+with`` block closes the HTTP response: the server sees the stream closed before its end. Both
+clients are built with ``max_retries=0``: the SDKs otherwise send a failed request again,
+twice, silently; here the turn decides retries (a failed request ends the turn with a
+resumable error, and the user's ``ContinueTurn`` sends it again).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,9 +29,10 @@ import anthropic
 import openai
 
 import agentturn as at
-from agentturn.engines import AnthropicMessagesStream, ChatCompletionsStream, EngineStream
+from agentturn import aio
+from agentturn.engines import AnthropicMessagesStream, ChatCompletionsStream
 
-__all__ = ["TOOLS", "ChatEngine", "Item", "MessagesEngine"]
+__all__ = ["TOOLS", "ChatEngine", "Item", "MessagesEngine", "Wires"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,8 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "list_files": ("List the files of the work folder.", {"type": "object", "properties": {}}),
 }
 
-Emit = Callable[[at.Event], None]
-#: Called with the accumulator after every wire object (the demo's user watches the text).
-Watch = Callable[[EngineStream], None]
+#: One response's wire objects, as the SDK streamed them.
+Wires = AsyncGenerator[dict[str, Any], None]
 
 
 def _openai_messages(conversation: list[Item]) -> list[dict[str, Any]]:
@@ -101,15 +105,15 @@ def _anthropic_messages(conversation: list[Item]) -> list[dict[str, Any]]:
 class ChatEngine:
     """OpenAI Chat Completions through ``openai.AsyncOpenAI(base_url=...)``."""
 
+    wire = ChatCompletionsStream
+
     def __init__(self, base_url: str, model: str, max_tokens: int) -> None:
         self.client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="not-needed",
                                          max_retries=0)
         self.model = model
         self.max_tokens = max_tokens
 
-    async def stream(self, request_id: str, conversation: list[Item], emit: Emit,
-                     watch: Watch) -> None:
-        acc = ChatCompletionsStream.start(request_id, max_output_tokens=self.max_tokens)
+    async def stream(self, conversation: list[Item]) -> Wires:
         tools = [{"type": "function", "function": {"name": name, "description": text,
                                                    "parameters": schema}}
                  for name, (text, schema) in TOOLS.items()]
@@ -118,17 +122,12 @@ class ChatEngine:
                 model=self.model, messages=cast(Any, _openai_messages(conversation)),
                 tools=cast(Any, tools), stream=True, stream_options={"include_usage": True},
                 max_completion_tokens=self.max_tokens)
-            emit(at.StreamOpened(request_id=request_id))
             async with stream:
                 async for chunk in stream:
-                    acc = acc.feed(chunk.model_dump())
-                    watch(acc)
-                    if acc.event is not None:
-                        break
+                    yield chunk.model_dump()
         except openai.APIError as error:
-            emit(acc.abort(str(error), network=isinstance(error, openai.APIConnectionError)))
-            return
-        emit(acc.finish())
+            raise aio.StreamError(
+                str(error), network=isinstance(error, openai.APIConnectionError)) from error
 
     async def close(self) -> None:
         await self.client.close()
@@ -137,33 +136,27 @@ class ChatEngine:
 class MessagesEngine:
     """Anthropic Messages through ``anthropic.AsyncAnthropic(base_url=...)``."""
 
+    wire = AnthropicMessagesStream
+
     def __init__(self, base_url: str, model: str, max_tokens: int) -> None:
         self.client = anthropic.AsyncAnthropic(base_url=base_url, api_key="not-needed",
                                                max_retries=0)
         self.model = model
         self.max_tokens = max_tokens
 
-    async def stream(self, request_id: str, conversation: list[Item], emit: Emit,
-                     watch: Watch) -> None:
-        acc = AnthropicMessagesStream.start(request_id, max_output_tokens=self.max_tokens)
+    async def stream(self, conversation: list[Item]) -> Wires:
         tools = [{"name": name, "description": text, "input_schema": schema}
                  for name, (text, schema) in TOOLS.items()]
         try:
             stream = await self.client.messages.create(
                 model=self.model, max_tokens=self.max_tokens, stream=True,
                 messages=cast(Any, _anthropic_messages(conversation)), tools=cast(Any, tools))
-            emit(at.StreamOpened(request_id=request_id))
             async with stream:
                 async for event in stream:
-                    acc = acc.feed(event.model_dump())
-                    watch(acc)
-                    if acc.event is not None:
-                        break
+                    yield event.model_dump()
         except anthropic.APIError as error:
-            emit(acc.abort(str(error),
-                           network=isinstance(error, anthropic.APIConnectionError)))
-            return
-        emit(acc.finish())
+            raise aio.StreamError(
+                str(error), network=isinstance(error, anthropic.APIConnectionError)) from error
 
     async def close(self) -> None:
         await self.client.close()

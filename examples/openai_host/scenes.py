@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 Each ``run_*`` coroutine starts the local server, builds a host with the official SDK client
-pointed at it, runs one turn in a fresh temporary work folder (removed afterwards), and returns
-a :class:`Run`: the outcome, the host's log, the files left in the folder, the requests the
-server saw and how many streams the client closed early. Tests and ``python -m
+pointed at it, runs one turn under the host's driver in a fresh temporary work folder (removed
+afterwards), and returns a :class:`Run`: the outcome, the host's log, the files left in the
+folder, the requests the server saw, how many streams the client closed early, and the
+driver's trace with every command agentturn returned. Tests and ``python -m
 examples.openai_host`` share them.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import agentturn as at
+from agentturn.trace import read_trace
 
 from .engines import ChatEngine, MessagesEngine
 from .host import Host
@@ -78,9 +80,12 @@ class Run:
     files: dict[str, str]
     requests: list[tuple[str, dict[str, Any]]]
     closed_early: int
+    #: Every command agentturn returned, in order (read from the trace).
     commands: list[at.Command]
     #: The temporary work folder (removed when the run ended).
     workdir: pathlib.Path
+    #: The driver's trace of the run (``agentturn check`` replays it).
+    trace: str
 
 
 async def _run(scene: str, prompt: str, anthropic: bool,
@@ -94,14 +99,17 @@ async def _run(scene: str, prompt: str, anthropic: bool,
             host = Host(engine, workdir)
             prepare(host)
             try:
-                outcome = await host.run_turn("t1", prompt)
+                async with host.driver:
+                    outcome = await host.run_turn("t1", prompt)
             finally:
                 await engine.close()
         # read after the server stopped: it has seen every stream to its end by then
         files = {path.name: path.read_text(encoding="utf-8")
                  for path in sorted(workdir.iterdir())}
-    return Run(outcome, host.log, files, server.requests, server.closed_early, host.commands,
-               workdir)
+    trace = host.trace.getvalue()
+    commands = [c for step in read_trace(trace).steps for c in step.commands]
+    return Run(outcome, host.log, files, server.requests, server.closed_early, commands,
+               workdir, trace)
 
 
 def _nothing(host: Host) -> None:

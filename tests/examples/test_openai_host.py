@@ -1,5 +1,6 @@
 """The openai_host example end to end: the official openai and anthropic SDKs over real SSE
-against the local scripted server, real tools in a temporary folder, agentturn deciding."""
+against the local scripted server, real tools in a temporary folder, agentturn deciding and
+agentturn.aio driving. Every run's trace must replay (``agentturn check``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import pathlib
 import subprocess
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -16,9 +19,21 @@ for _module in ("openai", "anthropic", "starlette", "uvicorn"):
     pytest.importorskip(_module)
 
 import agentturn as at  # noqa: E402
+from agentturn.tools.check import check  # noqa: E402
+from agentturn.trace import read_trace  # noqa: E402
 from examples.openai_host import scenes  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def scene(run: Coroutine[Any, Any, scenes.Run]) -> scenes.Run:
+    """Run a scene; its driver's trace is whole and replays to the same commands."""
+    done = asyncio.run(run)
+    trace = read_trace(done.trace)
+    assert trace.intact and type(trace.steps[-1].event) is at.CloseChat
+    report = check(trace)
+    assert report.ok, report
+    return done
 
 
 def ran(run: scenes.Run) -> list[str]:
@@ -30,7 +45,7 @@ def ran(run: scenes.Run) -> list[str]:
 def test_a_lead_typed_during_a_tool_reaches_the_next_request() -> None:
     """The Lead typed while write_file runs: list_files is skipped, the next Chat Completions
     request carries the instruction after the tool results, and the model's second write lands."""
-    run = asyncio.run(scenes.run_lead())
+    run = scene(scenes.run_lead())
     assert run.outcome.kind is at.OutcomeKind.FINISHED
     assert run.files == {"calc.py": scenes.SECOND}
     assert ran(run) == ["call_w1", "call_w2"]
@@ -50,7 +65,7 @@ def test_a_lead_typed_during_a_tool_reaches_the_next_request() -> None:
 def test_stop_closes_the_http_stream() -> None:
     """Stop while the model streams: ``CancelStream`` closes the SDK stream, the server sees
     the client go away before the stream's end, and the turn ends CANCELLED."""
-    run = asyncio.run(scenes.run_stop())
+    run = scene(scenes.run_stop())
     assert run.outcome.kind is at.OutcomeKind.CANCELLED
     assert [c for c in run.commands if isinstance(c, at.CancelStream)] == [
         at.CancelStream(request_id="t1/r1")]
@@ -61,7 +76,7 @@ def test_stop_closes_the_http_stream() -> None:
 def test_a_cut_at_max_tokens_labelled_tool_calls_does_not_run() -> None:
     """The server says ``tool_calls`` for arguments cut mid-JSON at the token limit: the call
     never runs, the file is never written, the raw label and the signal reach EndTurn."""
-    run = asyncio.run(scenes.run_cut())
+    run = scene(scenes.run_cut())
     assert ran(run) == [] and run.files == {}
     outcome = run.outcome
     assert (outcome.kind, outcome.cut_off) == (at.OutcomeKind.OUTPUT_LIMIT,
@@ -73,7 +88,7 @@ def test_a_cut_at_max_tokens_labelled_tool_calls_does_not_run() -> None:
 def test_the_anthropic_sdk_runs_a_tool_round_on_the_messages_endpoint() -> None:
     """AsyncAnthropic streams from /v1/messages: the tool runs (non-ASCII intact), its result
     goes back as a tool_result block, and the model finishes."""
-    run = asyncio.run(scenes.run_anthropic())
+    run = scene(scenes.run_anthropic())
     assert run.outcome.kind is at.OutcomeKind.FINISHED
     assert run.outcome.finish_reason is not None and run.outcome.finish_reason.raw == "end_turn"
     assert run.files == {"notes.md": "- ß and ✓\n"}
@@ -87,7 +102,7 @@ def test_the_anthropic_sdk_runs_a_tool_round_on_the_messages_endpoint() -> None:
 def test_a_cut_block_relabelled_tool_use_does_not_run() -> None:
     """A tool block without its stop, labelled ``tool_use``: nothing runs, the outcome names
     the unclosed block."""
-    run = asyncio.run(scenes.run_anthropic_cut())
+    run = scene(scenes.run_anthropic_cut())
     assert ran(run) == [] and run.files == {}
     assert (run.outcome.kind, run.outcome.cut_off) == (at.OutcomeKind.OUTPUT_LIMIT,
                                                        at.CutOffSignal.UNCLOSED_TOOL_BLOCK)
