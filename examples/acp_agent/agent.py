@@ -8,8 +8,8 @@ Theory of operation
 -------------------
 :class:`AgentturnAgent` is the ACP side: ``session/new`` (with an absolute ``cwd`` that is a
 folder, else ``-32602``) creates a :class:`runner.SessionRunner` under a new UUID, which
-holds one ``agentturn.session`` state (a daemon session with
-the todo stop guard on and no Stop hooks) and carries out its commands; ``session/prompt``,
+runs one ``agentturn.session`` on :class:`agentturn.aio.SessionDriver` (a daemon session with
+the todo stop guard on and no Stop hooks) and gives it the agent's effects; ``session/prompt``,
 ``session/cancel`` and the Lead extension become the session's events. A prompt's response is
 sent only after everything its turn produced has been sent. The translations to ACP models are
 in :mod:`wire`, the scripted model in :mod:`scripted_model`, the tools in :mod:`tools`, what is
@@ -52,8 +52,8 @@ The wire mapping (the session's event or command <-> ACP):
 Answered inside the agent, never on the wire: ``Persist`` and ``SaveLead`` (an in-memory
 transcript), ``RequestModelStream`` (the scripted model), ``RequestTitle`` (the prompt's first
 words), ``DrainMidTurnQueue`` (``MidTurnDrained`` with the Leads the agent holds, always none,
-``has_queued_prompt`` omitted), ``StartTimer`` / ``CancelTimer`` (``loop.call_later``),
-``RunStopHooks`` (never sent: hooks are off).
+``has_queued_prompt`` omitted: the driver's stand-in), ``StartTimer`` / ``CancelTimer`` (the
+driver's clock), ``RunStopHooks`` (never sent: hooks are off).
 
 **Why an extension method for Lead.** ACP has no message for text typed while a prompt runs: a
 second ``session/prompt`` means "a new turn" and would be queued. Lead needs an answer (accepted,
@@ -154,8 +154,8 @@ class AgentturnAgent:
         folder = _folder(cwd)
         # Unique across agent processes: clients name their session records after it.
         session_id = str(uuid.uuid4())
-        self._sessions[session_id] = SessionRunner(session_id, folder, conn, self._outbox,
-                                                   self._store)
+        self._sessions[session_id] = await SessionRunner(session_id, folder, conn, self._outbox,
+                                                         self._store).start()
         return NewSessionResponse(session_id=session_id)
 
     async def load_session(self, cwd: str, session_id: str,
@@ -171,6 +171,7 @@ class AgentturnAgent:
             try:
                 runner = SessionRunner.restored(session_id, folder, conn, self._outbox,
                                                 self._store)
+                await runner.start()
             except (OSError, ValueError) as error:
                 raise acp.RequestError.internal_error({
                     "sessionId": session_id,
@@ -180,7 +181,7 @@ class AgentturnAgent:
             raise acp.RequestError.invalid_request({
                 "sessionId": session_id, "details": "a turn is running in this session"})
         else:
-            runner.move_to(folder)
+            await runner.move_to(folder)
         runner.replay()
         await self._outbox.flushed()  # the replay goes out before the load's answer
         return LoadSessionResponse()
@@ -227,7 +228,7 @@ class AgentturnAgent:
         if not isinstance(lead_id, str) or not isinstance(text, str):
             raise acp.RequestError.invalid_params({"details": "leadId and text must be strings"})
         try:
-            return runner.lead(lead_id, text)
+            return await runner.lead(lead_id, text)
         except (at.ProtocolError, at.FieldError) as error:
             raise acp.RequestError.invalid_params({"details": str(error)}) from None
 

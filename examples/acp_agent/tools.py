@@ -6,7 +6,8 @@ Each tool is a coroutine that returns a :class:`Result`; the agent turns it into
 ``ToolFinished``. A file write never leaves a half-written file: the content goes to a temporary
 file beside the target (in ``chunks`` pieces, one every ``delay`` seconds, by default
 :data:`CHUNK_DELAY`, so a long write takes a while) and is renamed over the target at the end.
-Only ``stop`` (set when the session sends ``CancelTool`` after Stop) ends a write early, and
+Only ``stop`` (the driver's :class:`agentturn.aio.StopSignal`, set when the session sends
+``CancelTool`` after Stop) ends a write early, and
 then nothing is written; a Lead never sets it (LD-10). Paths must stay inside the folder;
 anything else is a tool error the model reads, not an exception.
 
@@ -22,6 +23,8 @@ import os
 import pathlib
 from dataclasses import dataclass
 from typing import Any
+
+from agentturn.aio import StopSignal
 
 __all__ = ["CHUNK_DELAY", "MAX_CHUNK_DELAY", "Result", "run_tool"]
 
@@ -50,7 +53,7 @@ def _inside(root: pathlib.Path, relative: object) -> pathlib.Path | None:
 
 
 async def _write_file(root: pathlib.Path, arguments: dict[str, Any],
-                      stop: asyncio.Event) -> Result:
+                      stop: StopSignal) -> Result:
     target = _inside(root, arguments.get("path"))
     content = arguments.get("content")
     if target is None or not isinstance(content, str):
@@ -68,7 +71,7 @@ async def _write_file(root: pathlib.Path, arguments: dict[str, Any],
         target.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("w", encoding="utf-8") as handle:
             for start in range(0, len(content), size):
-                if stop.is_set():
+                if stop.requested:
                     stopped = True
                     break
                 handle.write(content[start:start + size])
@@ -97,7 +100,7 @@ def _todo_write(arguments: dict[str, Any]) -> Result:
 
 
 async def run_tool(root: pathlib.Path, name: str, arguments_json: str,
-                   stop: asyncio.Event) -> Result:
+                   stop: StopSignal) -> Result:
     """Run tool ``name`` with its JSON arguments in folder ``root``."""
     try:
         arguments = json.loads(arguments_json or "{}")
