@@ -350,7 +350,7 @@ def _on_tool_results(state: GuardState, event: ToolResultsReady, out: _Commands)
         out.append(KeepToolResults(reason=f"The todo stop guard used its {MAX_ATTEMPTS} "
                                           "automatic continuations; no further stream opens."))
         return _exhaust(state, out)
-    # SG-B4: the follow-up counts, a combined stream's too (it is attributable to the guard).
+    # SG-B4: the follow-up of a plain guard stream counts (a combined one's went to the hook).
     # SG-B6: only a stream that completed every todo may send its results without the prompt;
     # with todos unfinished the model must read this attempt's text ("This is the final...").
     text = continuation_text(attempt, state.unfinished) if state.armed else ""

@@ -39,6 +39,14 @@ def driver(world: World, trace: io.StringIO, **options: Any) -> aio.TurnDriver:
 
 
 
+async def stop_in(d: aio.TurnDriver, phase: at.TurnPhase) -> at.EndTurn:
+    """Send ``PROMPT``, press Stop once its turn reaches ``phase``, and wait for its end."""
+    await d.send(PROMPT)
+    await when(lambda: d.state.phase is phase)
+    await d.send(at.StopPressed())
+    return await d.turn_ended("t1")
+
+
 # --- effects and sinks ------------------------------------------------------------------------
 
 
@@ -145,10 +153,7 @@ def test_stop_cancels_the_stream_and_closes_it() -> None:
 
     async def main() -> None:
         async with driver(world, trace) as d:
-            await d.send(PROMPT)
-            await when(lambda: d.state.phase is at.TurnPhase.STREAMING)
-            await d.send(at.StopPressed())
-            ending = await d.turn_ended("t1")
+            ending = await stop_in(d, at.TurnPhase.STREAMING)
             assert ending.outcome.kind is at.OutcomeKind.CANCELLED
 
     run(main)
@@ -204,10 +209,7 @@ def test_stop_asks_a_stoppable_tool_to_stop() -> None:
 
     async def main() -> None:
         async with driver(world, trace) as d:
-            await d.send(PROMPT)
-            await when(lambda: d.state.phase is at.TurnPhase.RUNNING_TOOL)
-            await d.send(at.StopPressed())
-            await d.turn_ended("t1")
+            await stop_in(d, at.TurnPhase.RUNNING_TOOL)
 
     run(main)
     finished = [e for e in events(trace) if isinstance(e, at.ToolFinished)]
@@ -224,10 +226,7 @@ def test_a_write_runs_to_its_end_after_stop() -> None:
 
     async def main() -> None:
         async with driver(world, trace) as d:
-            await d.send(PROMPT)
-            await when(lambda: d.state.phase is at.TurnPhase.RUNNING_TOOL)
-            await d.send(at.StopPressed())
-            ending = await d.turn_ended("t1")
+            ending = await stop_in(d, at.TurnPhase.RUNNING_TOOL)
             assert ending.outcome.kind is at.OutcomeKind.CANCELLED
 
     run(main)
@@ -245,10 +244,7 @@ def test_stop_closes_a_permission_dialog() -> None:
 
     async def main() -> None:
         async with driver(world, trace) as d:
-            await d.send(PROMPT)
-            await when(lambda: d.state.phase is at.TurnPhase.AWAITING_PERMISSION)
-            await d.send(at.StopPressed())
-            await d.turn_ended("t1")
+            await stop_in(d, at.TurnPhase.AWAITING_PERMISSION)
 
     run(main)
     assert world.dismissed == ["call-1"]
