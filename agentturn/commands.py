@@ -62,6 +62,7 @@ __all__ = [
     "SetTitle",
     "StaleAnswerIgnored",
     "TurnCommand",
+    "TurnNotice",
     "TurnOrigin",
     "UnsavedRecords",
 ]
@@ -347,10 +348,15 @@ class StaleAnswerIgnored(Notice):
     reason: str = attrs.field(validator=is_str)
 
 
+#: Every notice the turn family returns: what a turn driver's notice sink receives (its
+#: ``on_notice``), for an exhaustive match there.
+TurnNotice = (
+    CancelStream | DismissPermission | CancelTool | EndTurn | LeadAccepted | ReturnDraft
+    | LeadUnapplied | SetTitle | StaleAnswerIgnored | UnsavedRecords
+)
+
 #: Every command the turn family (turn lifecycle, Lead, titles) returns, for an exhaustive match.
 TurnCommand = (
     Persist | RequestModelStream | AskPermission | ExecuteTool | SaveLead | RequestTitle
-    | DecideNaturalStop
-    | CancelStream | DismissPermission | CancelTool | EndTurn | LeadAccepted | ReturnDraft
-    | LeadUnapplied | SetTitle | StaleAnswerIgnored | UnsavedRecords
+    | DecideNaturalStop | TurnNotice
 )

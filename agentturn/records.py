@@ -214,14 +214,17 @@ class ResponseRecord(Value):
     @property
     def completes_normally(self) -> bool:
         """True when the response ended normally (a known normal finish reason, no cut-off
-        signal), so its tool calls may run and be sent to the engine again (TL-9).
+        signal, tool calls in a well-formed format), so its tool calls may run and be sent to
+        the engine again (TL-9, TL-6).
 
         The rule for history: a response for which this is false (cut off, withheld for
-        safety, an unknown finish) goes to the engine in later requests with its text only:
-        leave out its tool calls, whose arguments may be incomplete JSON a server rejects, and
-        the result records the turn wrote for them. Keep all of them in storage.
+        safety, an unknown finish, malformed tool calls the corrective retry answers) goes to
+        the engine in later requests with its text only: leave out its tool calls, whose
+        arguments may be incomplete or invalid JSON a server rejects and which have no results,
+        and the result records the turn wrote for them. Keep all of them in storage.
         """
-        return self.cut_off is None and self.finish_reason.completes_normally
+        return (self.cut_off is None and not self.malformed_tool_format
+                and self.finish_reason.completes_normally)
 
 
 class ToolResultStatus(enum.Enum):

@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 import agentturn as at
 from agentturn import aio
@@ -159,6 +160,44 @@ def child(what: str, times: int) -> int:
     else:
         anyio.run(driven, 1 + times)
     return len(events)
+
+
+#: How many of a primitive one pass of :func:`primitive` runs.
+PRIMITIVES_PER_PASS = 2000
+
+
+def primitive(what: str, times: int) -> int:
+    """``instructions.py``'s measure of one anyio primitive: ``times`` passes of
+    :data:`PRIMITIVES_PER_PASS` each, on one event loop:
+    ``spawn`` (a no-op task started with ``start_soon`` and run to its end), ``switch`` (a
+    checkpoint: the task yields and the loop runs once), ``scope`` (a ``CancelScope`` entered
+    and left), ``event`` (an ``anyio.Event`` made and set). Returns the primitives per pass."""
+    count = PRIMITIVES_PER_PASS * times
+
+    async def nothing() -> None:
+        pass
+
+    async def run() -> None:
+        if what == "spawn":
+            async with anyio.create_task_group() as group:
+                for _ in range(count):
+                    group.start_soon(nothing)
+                    await anyio.lowlevel.checkpoint()
+        elif what == "switch":
+            for _ in range(count):
+                await anyio.lowlevel.checkpoint()
+        elif what == "scope":
+            for _ in range(count):
+                with anyio.CancelScope():
+                    pass
+        elif what == "event":
+            for _ in range(count):
+                anyio.Event().set()
+        else:
+            raise ValueError(f"no primitive {what!r}")
+
+    anyio.run(run)
+    return PRIMITIVES_PER_PASS
 
 
 # --- CPU time, interleaved ------------------------------------------------------------------

@@ -23,7 +23,9 @@ by ``valgrind --tool=cachegrind --cache-sim=no`` (no cache simulation: only the 
   accumulator (``ChatCompletionsStream`` over the same replies, alone). Needs the ``aio``
   extra. A driven pass is not the same instructions every time (the event loop's and anyio's
   structures grow, the collector runs at other points): this figure moves by a few per cent
-  with ``--driver-sessions``.
+  with ``--driver-sessions``. Then what anyio's primitives cost alone, in reduces of one event
+  (``driver.primitive``): a task started and run, a task switch, a cancel scope, an event; the
+  floor under any driver that runs each awaited answer in a task of its own.
 
 Each figure is a difference of two whole processes that differ only in the part measured (the
 interpreter's start, the imports, a first warming run are in both and cancel), so it is exact
@@ -52,6 +54,8 @@ def _child(mode: str, what: str, size: int, times: int) -> int:
     runs ``times`` driven sessions or their bare reduce (``driver.child``)."""
     if mode == "driver":
         import driver  # beside this file
+        if what.startswith("primitive-"):
+            return driver.primitive(what.removeprefix("primitive-"), times)
         return driver.child(what, times)
     if mode == "trace":
         import run  # beside this file (a script's directory is on the path)
@@ -147,7 +151,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"instructions driver overhead/reduce: {(driven - bare) / bare:.2f}")
         print(f"  of which the engine accumulator (its streams' chunks to events, alone): "
               f"{accumulated / bare:.2f}; the rest {(driven - bare - accumulated) / bare:.2f}")
+        # The floor under any driver on anyio: what one of its primitives costs, in reduces of
+        # one event (driver.py's ``primitive``), so the target can be weighed against them.
+        reduce_per_event = bare / events
+        for primitive in ("spawn", "switch", "scope", "event"):
+            cost, count = _difference("driver", "primitive-" + primitive, 0)
+            print(f"  anyio {driver_primitives[primitive]}: {cost / count:,.0f} instructions, "
+                  f"{cost / count / reduce_per_event:.2f} reduces")
     return 0
+
+
+driver_primitives = {
+    "spawn": "task started (start_soon) and run to its end",
+    "switch": "task switch (a checkpoint: the loop runs once)",
+    "scope": "cancel scope entered and left",
+    "event": "Event made and set",
+}
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ A host with its own event loop writes the plain loop instead (``docs/howto/drive
 """
 
 from .clock import Clock, ManualClock, SystemClock
-from .driver import ANSWERS, Closed, Driver, DriverClosed, NoticeSink
+from .driver import ANSWERS, Closed, Driver, DriverClosed, NoticeSink, StepSink
 from .effects import (
+    OPENED,
     CallReview,
     CompactionError,
     DrainEffect,
@@ -39,6 +40,7 @@ from .effects import (
     StopHooksEffect,
     StopSignal,
     StreamError,
+    TextSink,
     TitleEffect,
     TokenLimitError,
     ToolEffect,
@@ -50,6 +52,7 @@ from .turn import TurnDriver
 
 __all__ = [
     "ANSWERS",
+    "OPENED",
     "CallReview",
     "Clock",
     "Closed",
@@ -69,11 +72,13 @@ __all__ = [
     "ReviewEffect",
     "SaveLeadEffect",
     "SessionDriver",
+    "StepSink",
     "StopDecision",
     "StopHooksEffect",
     "StopSignal",
     "StreamError",
     "SystemClock",
+    "TextSink",
     "TitleEffect",
     "TokenLimitError",
     "ToolEffect",

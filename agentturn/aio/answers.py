@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -59,7 +59,15 @@ from ..session.vocabulary import (
     StopHookFailed,
 )
 from ..turn import review_calls
-from .effects import CompactionError, Effects, StopSignal, StreamError, TokenLimitError
+from .effects import (
+    OPENED,
+    CompactionError,
+    Effects,
+    StopSignal,
+    StreamError,
+    TextSink,
+    TokenLimitError,
+)
 
 __all__ = ["drain", "model_stream", "natural_stop", "permission", "persist", "save_lead",
            "stop_hooks", "title", "tool"]
@@ -201,10 +209,23 @@ async def _close(iterator: AsyncIterator[Mapping[str, Any]]) -> None:
         await aclose()
 
 
+def _text_between(before: Any, after: Any) -> str:
+    """The text fragments an accumulator's draft gained from ``before`` to ``after`` (its text
+    is a linked list of fragments, newest first: walk back to the old head)."""
+    pieces: list[str] = []
+    while after is not before and after is not None:
+        pieces.append(after[0])
+        after = after[1]
+    return "".join(reversed(pieces))
+
+
 async def model_stream(effects: Effects, command: RequestModelStream, wire: type[EngineStream],
-                       max_output_tokens: int | None, opened: Any) -> Event:
+                       max_output_tokens: int | None, opened: Callable[[Event], None],
+                       on_text: TextSink | None = None) -> Event:
     """Feed the model effect's wire objects to ``wire``'s accumulator; ``opened(event)`` is
-    called with ``StreamOpened`` at the first object; return the request's one last event."""
+    called with ``StreamOpened`` at :data:`~agentturn.aio.OPENED` or the first object, and
+    ``on_text`` with each piece of the response's text as it arrives; return the request's one
+    last event."""
     rid = command.request_id
     acc = wire.start(rid, max_output_tokens=max_output_tokens)
     started = False
@@ -215,7 +236,14 @@ async def model_stream(effects: Effects, command: RequestModelStream, wire: type
                 if not started:
                     started = True
                     opened(StreamOpened(request_id=rid))
+                    if chunk is OPENED:
+                        continue
+                before = acc.draft.text
                 acc = acc.feed(chunk)
+                if on_text is not None and acc.draft.text is not before:
+                    shown = on_text(rid, _text_between(before, acc.draft.text))
+                    if shown is not None:
+                        await shown
                 if acc.event is not None:
                     break
         finally:
@@ -231,10 +259,29 @@ async def model_stream(effects: Effects, command: RequestModelStream, wire: type
     except BaseException as error:
         if not _failed(error):
             raise
-        network = error.network if isinstance(error, StreamError) else isinstance(error, OSError)
+        network = error.network if isinstance(error, StreamError) else _from_os_error(error)
         text = str(error) if isinstance(error, StreamError) else reason(error)
         return acc.abort(text or "the stream failed", network=network)
     return _reviewed(effects, acc.finish())
+
+
+def _from_os_error(error: BaseException, depth: int = 0) -> bool:
+    """Whether ``error`` is an ``OSError`` or was caused by one (SDKs wrap the socket's error in
+    their own: ``raise ... from``, or raised while handling it; a task group raises an
+    exception group holding it), walked to a bounded depth."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < 16 and depth < 4:
+        if isinstance(current, OSError):
+            return True
+        members = getattr(current, "exceptions", None)  # an exception group's
+        if isinstance(members, tuple) and any(
+                isinstance(member, BaseException) and _from_os_error(member, depth + 1)
+                for member in members):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _reviewed(effects: Effects, event: Event) -> Event:

@@ -2,8 +2,11 @@
 
 Theory of operation
 -------------------
-The reducers ask for a wait with ``StartTimer(key, seconds)``; the driver runs one task per
-timer that awaits ``clock.sleep(seconds)`` and then answers ``TimerFired(key)``, unless
+The reducers ask for a wait with ``StartTimer(key, seconds)``; the driver reads the clock's
+``time()`` when it carries the command out, so the deadline is fixed at once (a test that
+advances the clock right after the command was carried out reaches it, whether or not the
+timer's task has started yet), and runs one task per timer that awaits
+``clock.sleep_until(deadline)`` and then answers ``TimerFired(key)``, unless
 ``CancelTimer(key)`` cancelled the task first. The clock is the only thing the timer reads, so
 it is injectable: :class:`SystemClock` (the default) sleeps on the event loop's clock;
 :class:`ManualClock` never moves on its own, and ``advance(seconds)`` wakes every sleeper whose
@@ -17,18 +20,27 @@ import itertools
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
 
 
 class Clock(Protocol):
-    """What a timer waits on."""
+    """What a timer waits on: the time now, and a sleep until a deadline of that time."""
 
-    async def sleep(self, seconds: float) -> None: ...
+    def time(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None: ...
 
 
 class SystemClock:
-    """The event loop's clock (``anyio.sleep``)."""
+    """The event loop's clock (``anyio.current_time``, ``anyio.sleep_until``)."""
+
+    def time(self) -> float:
+        return anyio.current_time()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await anyio.sleep_until(deadline)
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
@@ -48,13 +60,19 @@ class ManualClock:
         """How many sleeps are waiting (cancelled ones included until the next advance)."""
         return sum(not event.is_set() for _, _, event in self._sleepers)
 
-    async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
+    def time(self) -> float:
+        return self.now
+
+    async def sleep_until(self, deadline: float) -> None:
+        if deadline <= self.now:
             await anyio.lowlevel.checkpoint()
             return
         event = anyio.Event()
-        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), event))
+        heapq.heappush(self._sleepers, (deadline, next(self._order), event))
         await event.wait()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.sleep_until(self.now + seconds)
 
     def advance(self, seconds: float) -> None:
         """Move time on by ``seconds`` and wake every sleep whose deadline has come."""

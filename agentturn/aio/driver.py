@@ -33,7 +33,7 @@ The rules it keeps:
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -41,7 +41,6 @@ from typing import Any, Generic, TypeVar
 import anyio
 import attrs
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._base import AwaitingCommand, Command, Event, Notice, Step
 from ..commands import (
@@ -62,7 +61,7 @@ from ..commands import (
 )
 from ..engines import ChatCompletionsStream, EngineStream
 from ..errors import ProtocolError
-from ..events import TitleFailed
+from ..events import PromptSubmitted, TitleFailed
 from ..session.vocabulary import (
     AutomaticTurnDropped,
     CancelTimer,
@@ -75,16 +74,20 @@ from ..session.vocabulary import (
 from ..turn import Outstanding
 from . import answers
 from .clock import Clock, SystemClock
-from .effects import Effects, StopSignal
+from .effects import Effects, StopSignal, TextSink
 from .tracing import TraceWriter
 
-__all__ = ["ANSWERS", "Closed", "Driver", "DriverClosed", "NoticeSink"]
+__all__ = ["ANSWERS", "Closed", "Driver", "DriverClosed", "NoticeSink", "StepSink"]
 
 S = TypeVar("S")
 D = TypeVar("D", bound="Driver[Any]")
 
 #: A notice sink: called with every notice, in order; may be a coroutine function.
 NoticeSink = Callable[[Notice], "Awaitable[None] | None"]
+#: A step sink: called after every step with the event and the reducer's step (its new state
+#: and its commands), after the trace line and before any command is carried out (so a host
+#: that saves the state there saves it ahead of the effects); may be a coroutine function.
+StepSink = Callable[[Event, Step[Any]], "Awaitable[None] | None"]
 
 #: The answering events' class names: the driver sends these, never the host.
 ANSWERS = frozenset({
@@ -163,9 +166,12 @@ class Driver(Generic[S]):
     def __init__(self, *, state: S, reduce: Callable[[S, Any], Step[S]],
                  outstanding: Callable[[S], tuple[Outstanding, ...]], effects: Effects,
                  max_output_tokens: int | None, wire: type[EngineStream] = ChatCompletionsStream,
-                 on_notice: NoticeSink | None = None, clock: Clock | None = None,
-                 trace: TraceWriter) -> None:
+                 on_notice: NoticeSink | None = None, on_step: StepSink | None = None,
+                 on_text: TextSink | None = None, clock: Clock | None = None,
+                 trace: TraceWriter, rearm: tuple[AwaitingCommand, ...] = ()) -> None:
         self._state = state
+        #: Commands to carry out when the driver starts (a restored session's timers).
+        self._rearm = rearm
         self._reduce = reduce
         self._outstanding = outstanding
         self._effects = effects
@@ -173,6 +179,8 @@ class Driver(Generic[S]):
         wire.start("check", max_output_tokens=max_output_tokens)  # refuses a bad limit now
         self._max_output_tokens = max_output_tokens
         self._on_notice = on_notice
+        self._on_step = on_step
+        self._on_text = on_text
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._trace = trace
         self._tasks: dict[tuple[str, str], _Task] = {}
@@ -188,8 +196,14 @@ class Driver(Generic[S]):
         self._tg: TaskGroup | None = None
         #: The driver's task group has ended: nothing runs, waiters are told.
         self._ended = False
-        self._send: MemoryObjectSendStream[tuple[Event, _Receipt | None]] | None = None
-        self._receive: MemoryObjectReceiveStream[tuple[Event, _Receipt | None]] | None = None
+        #: The events to reduce, in order; the loop waits on ``_wake`` only when it is empty.
+        self._queue: deque[tuple[Event, _Receipt | None]] = deque()
+        self._wake: anyio.Event | None = None
+        #: Tasks waiting on ``_changed`` (made anew only when one waits: most steps have none).
+        self._waiters = 0
+        self._running = False
+        #: The loop task's id (sinks run in it: see ``_not_from_the_loop``).
+        self._loop_task: int | None = None
         self._closed = False
 
     # --- the host's side -----------------------------------------------------------------
@@ -217,6 +231,7 @@ class Driver(Generic[S]):
     async def send(self, event: Event) -> tuple[Command, ...]:
         """Queue the host's input and wait until it is reduced: the commands it gave, or the
         reducer's :class:`~agentturn.ProtocolError` raised here (nothing changed then)."""
+        self._not_from_the_loop("send")
         receipt = _Receipt()
         self._put(event, receipt)
         await receipt.done.wait()
@@ -230,25 +245,33 @@ class Driver(Generic[S]):
         if type(event).__name__ in ANSWERS:
             raise TypeError(f"{type(event).__name__} answers a command: the driver sends it "
                             "when the effect returns")
-        if self._send is None or self._closed:
+        if not self._running or self._closed:
             raise DriverClosed("the driver is not running")
         self._enqueue(event, receipt)
 
     async def settled(self) -> None:
         """Wait until nothing is queued and no effect runs (timers may still wait); at once on
         a driver that has ended (nothing runs there any more)."""
+        self._not_from_the_loop("settled")
         while self._busy and not self._ended:
-            await self._changed.wait()
+            await self._change()
+
+    async def run_turn(self, prompt: PromptSubmitted) -> EndTurn:
+        """Send ``prompt`` and wait for its turn's end (late answers included)."""
+        await self.send(prompt)
+        return await self.turn_ended(prompt.turn_id)
 
     async def turn_ended(self, turn_id: str) -> EndTurn:
         """Wait for the end of turn ``turn_id``, and for every answer still coming (a cancelled
         stream closing, a title): the ``EndTurn`` notice. Bound it with ``anyio.fail_after``.
         Raises :class:`DriverClosed` when the driver ends (or has ended) without that turn
         ending."""
+        self._not_from_the_loop("turn_ended")
         while turn_id not in self._endings:
-            if self._ended:
-                raise DriverClosed(f"the driver ended; turn {turn_id!r} did not end in it")
-            await self._changed.wait()
+            if self._ended or self._closed:
+                raise DriverClosed(f"the driver {'ended' if self._ended else 'is closed'}; "
+                                   f"turn {turn_id!r} did not end in it")
+            await self._change()
         ending = self._endings[turn_id]
         await self.settled()
         return ending
@@ -263,14 +286,17 @@ class Driver(Generic[S]):
         self._trace.start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._send, self._receive = anyio.create_memory_object_stream[
-            tuple[Event, "_Receipt | None"]](math.inf)
+        self._running = True
         self._tg.start_soon(self._guarded, self._loop)
+        for command in self._rearm:
+            self._start(command)
         return self
 
+    # (``bool | None``, not ``bool``: mypy then lets a host ``return`` inside the block; the
+    # driver swallows only the cancellation its own task group caused)
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> bool:
-        if self._tg is None or self._send is None or self._receive is None:
+                        tb: TracebackType | None) -> bool | None:
+        if self._tg is None or not self._running:
             raise DriverClosed("the driver was never started (use `async with`)")
         # The host's own exception in the ``async with`` body (a ``fail_after`` that ran out, a
         # bug, ``KeyboardInterrupt``) ends the driver at once and comes out as it was raised,
@@ -290,21 +316,22 @@ class Driver(Generic[S]):
                     suppress = await self._tg.__aexit__(exc_type, exc, tb)
             finally:
                 self._ended = True
-                self._send.close()
-                self._receive.close()
+                self._running = False
+                self._queue.clear()
                 self._trace.end()
                 self._notify()
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
-        return False if own else bool(suppress)
+        return True if suppress and not own else None
 
     async def aclose(self, reason: str = "closed by the host") -> Closed:
         """Close: end the running work as a hard stop, hand back what is owed, end every task.
         Waits for the reducer to finish (a tool that cannot stop runs to its end): bound it
         with ``anyio.fail_after`` if the host must; the notices of the close come back."""
-        if self._closed or self._send is None:
+        if self._closed or not self._running:
             raise DriverClosed("the driver is not running (closed, or never started)")
+        self._not_from_the_loop("aclose")
         self._closing = []
         for (kind, key), task in list(self._tasks.items()):
             if kind == "title":
@@ -324,19 +351,38 @@ class Driver(Generic[S]):
     async def _close(self, reason: str) -> None:
         raise NotImplementedError
 
+    def _not_from_the_loop(self, what: str) -> None:
+        """Refuse a wait from inside a sink: the loop awaits the sink, so a sink that awaited
+        the loop in turn would wait for ever (a sink may ``send_nowait``, or start a task)."""
+        if self._loop_task is not None and anyio.get_current_task().id == self._loop_task:
+            raise RuntimeError(f"{what}() from inside a notice or step sink would wait for the "
+                               "step the sink is part of: use send_nowait(), or do it in a "
+                               "task of its own")
+
     async def _wait(self, done: Callable[[], bool]) -> None:
         while not done():
+            await self._change()
+
+    async def _change(self) -> None:
+        """Wait for the next :meth:`_notify`."""
+        self._waiters += 1
+        try:
             await self._changed.wait()
+        finally:
+            self._waiters -= 1
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._waiters:
+            self._changed.set()
+            self._changed = anyio.Event()
 
     def _enqueue(self, event: Event, receipt: _Receipt | None = None) -> None:
-        if self._send is None:
+        if not self._running:
             raise DriverClosed("the driver is not running")
         self._busy += 1
-        self._send.send_nowait((event, receipt))
+        self._queue.append((event, receipt))
+        if self._wake is not None:
+            self._wake.set()
 
     async def _guarded(self, job: Callable[[], Awaitable[None]]) -> None:
         """Run ``job``; anything but cancellation ends the driver (kept for ``__aexit__``)."""
@@ -351,9 +397,16 @@ class Driver(Generic[S]):
                 self._tg.cancel_scope.cancel()
 
     async def _loop(self) -> None:
-        if self._receive is None:
-            return
-        async for event, receipt in self._receive:
+        self._loop_task = anyio.get_current_task().id
+        while True:
+            if not self._queue:
+                self._wake = anyio.Event()
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._wake = None
+                continue
+            event, receipt = self._queue.popleft()
             try:
                 step = self._reduce(self._state, event)
             except ProtocolError as error:
@@ -369,6 +422,10 @@ class Driver(Generic[S]):
                 continue
             self._state = step.state
             self._trace.step(event, step.commands)
+            if self._on_step is not None:
+                result = self._on_step(event, step)
+                if result is not None:
+                    await result
             for command in step.commands:
                 await self._carry_out(command)
             if self._tasks:
@@ -453,7 +510,9 @@ class Driver(Generic[S]):
         elif isinstance(command, DrainMidTurnQueue):
             kind, job = "drain", lambda: answers.drain(effects, command)
         elif isinstance(command, StartTimer):
-            kind, job = "timer", lambda: self._timer(command)
+            # The deadline is fixed now, not when the task first runs (see ``clock``).
+            deadline = self._clock.time() + command.seconds
+            kind, job = "timer", lambda: self._timer(command.key, deadline)
         else:
             raise TypeError(f"the driver cannot carry out {type(command).__name__}")
         previous = self._tasks.get((kind, key))
@@ -478,7 +537,7 @@ class Driver(Generic[S]):
                 del self._tasks[(kind, key)]
             if task.counted:
                 self._busy -= 1
-            if event is not None and not task.cancelled and self._send is not None:
+            if event is not None and not task.cancelled and self._running:
                 self._enqueue(event)
             self._notify()
 
@@ -489,8 +548,8 @@ class Driver(Generic[S]):
 
         async with self._stream_lock:  # one model stream at a time
             return await answers.model_stream(self._effects, command, self._wire,
-                                              self._max_output_tokens, opened)
+                                              self._max_output_tokens, opened, self._on_text)
 
-    async def _timer(self, command: StartTimer) -> Event:
-        await self._clock.sleep(command.seconds)
-        return TimerFired(key=command.key)
+    async def _timer(self, key: str, deadline: float) -> Event:
+        await self._clock.sleep_until(deadline)
+        return TimerFired(key=key)

@@ -25,15 +25,20 @@ never sees another command's id, so it cannot answer the wrong thing. Each effec
 
 A value an event refuses (a title that is not a ``str``) counts as a raise. The model effect is
 an async iterator of the engine's wire objects (an SDK event's ``model_dump()``, or the SSE
-``data:`` JSON): the driver feeds them to an :mod:`agentturn.engines` accumulator started with
-the requested output limit, answers ``StreamOpened`` at the first object and the accumulator's
-one event at the end, so the cut-off signals work without the host writing any of it. A
+``data:`` JSON; for a request made without streaming, the one whole response): the driver feeds
+them to an :mod:`agentturn.engines` accumulator started with the requested output limit,
+answers ``StreamOpened`` at the first object and the accumulator's one event at the end, so the
+cut-off signals work without the host writing any of it. An effect that knows the engine
+accepted the request before its first object (the HTTP response's headers came; a request made
+without streaming is on its way) may yield :data:`OPENED` first: ``StreamOpened`` is answered
+then, and a failure after it is the stream's, not the budgeting step's. A
 completed response's calls then pass the host's ``review`` (``agentturn.review_calls``: which
 need permission, which are refused) before the turn sees them. Before
 the first object it may raise :class:`CompactionError` or :class:`TokenLimitError` (the
 budgeting step, TL-2); any other exception is ``StreamFailed``: raise :class:`StreamError` to
 say whether it was a network error, else an ``OSError`` (``ConnectionError``,
-``TimeoutError`` ...) is one and the rest are not.
+``TimeoutError`` ...), raised or among the exception's causes (an SDK's own error raised from
+the socket's), is one and the rest are not.
 
 **Cancellation contract.** ``CancelStream`` cancels the model effect's task: the iterator is
 closed (``aclose``, in a shielded scope with a deadline). The cancellation reaches the effect at
@@ -51,7 +56,7 @@ whether it can, as only it knows.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -71,6 +76,7 @@ from ..records import ToolCall
 from ..session.vocabulary import DrainMidTurnQueue, RunStopHooks
 
 __all__ = [
+    "OPENED",
     "CallReview",
     "CompactionError",
     "DrainEffect",
@@ -87,11 +93,39 @@ __all__ = [
     "StopHooksEffect",
     "StopSignal",
     "StreamError",
+    "TextSink",
     "TitleEffect",
     "TokenLimitError",
     "ToolEffect",
     "ToolResult",
 ]
+
+
+#: A text sink: called with a request's id and each piece of its response's text as it streams
+#: (to show it; the turn still takes the whole ``StreamCompleted``); may be a coroutine function.
+TextSink = Callable[[str, str], "Awaitable[None] | None"]
+
+
+class _Opened(Mapping[str, Any]):
+    """The type of :data:`OPENED`: an empty mapping, so a model effect's type stays one."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "agentturn.aio.OPENED"
+
+
+#: Yielded by a model effect before its first wire object: the engine accepted the request, so
+#: the driver answers ``StreamOpened`` now rather than at the first object (never fed to the
+#: accumulator). Yield it at most once, first.
+OPENED: Mapping[str, Any] = _Opened()
 
 
 class CompactionError(Exception):
@@ -207,7 +241,8 @@ class PersistEffect(Protocol):
 
 
 class ModelEffect(Protocol):
-    """Run the budgeting step, open the stream, and yield the engine's wire objects."""
+    """Run the budgeting step, open the stream, and yield the engine's wire objects (:data:`OPENED`
+    first if the engine's acceptance comes before them)."""
 
     def __call__(self, command: RequestModelStream, /) -> AsyncIterator[Mapping[str, Any]]: ...
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..commands import EndTurn
 from ..engines import ChatCompletionsStream, EngineStream
-from ..events import CloseChat, HardStopped, PromptSubmitted
+from ..events import CloseChat, HardStopped
 from ..records import HardStopKind
 from ..turn import TurnConfig, TurnPhase, TurnState, outstanding, reduce
 from .clock import Clock
-from .driver import Driver, NoticeSink
-from .effects import Effects
+from .driver import Driver, NoticeSink, StepSink
+from .effects import Effects, TextSink
 from .tracing import TraceWriter
 
 __all__ = ["TurnDriver"]
@@ -33,19 +32,16 @@ class TurnDriver(Driver[TurnState]):
 
     def __init__(self, chat_id: str, config: TurnConfig, effects: Effects, *,
                  max_output_tokens: int | None, wire: type[EngineStream] = ChatCompletionsStream,
-                 on_notice: NoticeSink | None = None, clock: Clock | None = None,
+                 on_notice: NoticeSink | None = None, on_step: StepSink | None = None,
+                 on_text: TextSink | None = None, clock: Clock | None = None,
                  trace: TextIO | None = None) -> None:
         if config.hold_natural_stops and effects.natural_stop is None:
             raise ValueError("TurnConfig(hold_natural_stops=True) needs Effects(natural_stop=...)")
         super().__init__(state=TurnState.create(chat_id, config), reduce=reduce,
                          outstanding=outstanding, effects=effects,
                          max_output_tokens=max_output_tokens, wire=wire, on_notice=on_notice,
-                         clock=clock, trace=TraceWriter(trace, "turn", config, chat_id))
-
-    async def run_turn(self, prompt: PromptSubmitted) -> EndTurn:
-        """Send ``prompt`` and wait for its turn's end (late answers included)."""
-        await self.send(prompt)
-        return await self.turn_ended(prompt.turn_id)
+                         on_step=on_step, on_text=on_text, clock=clock,
+                         trace=TraceWriter(trace, "turn", config, chat_id))
 
     def idle(self) -> bool:
         """No turn runs and nothing is awaited."""

@@ -33,6 +33,14 @@ reason, and the host may send the conversation again to let the model go on.
 
 Thinking blocks and server-run tool blocks (``server_tool_use``, web search results ...) are
 not the host's to run or show as the answer: they are skipped.
+
+A response asked for without streaming (one ``message`` object: its ``content`` blocks whole,
+its ``stop_reason`` and ``usage``) is fed as one object: it is read as the stream that would
+have carried it (``message_start``, each block started with its text or ``input`` and stopped,
+``message_delta``, ``message_stop``), so the same rules apply; a whole message has no unclosed
+block, so its cut-off signals are the stop reason and the output tokens at the limit. A whole
+``tool_use`` block must carry its ``input`` object (missing or null is a wrong shape); an empty
+one, ``{}``, is a call without arguments (``""``), as a streamed block with no delta is.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from ._core import (
     Usage,
     WireShapeError,
     canonical_json,
+    check_mapping,
     conclude,
     count,
     error_text,
@@ -82,6 +91,13 @@ class AnthropicMessagesStream(EngineStream):
         draft = self.draft
         kind = field(chunk, "type", "event", str, required=True)
         where = kind
+        if kind == "message":  # a response asked for without streaming: read as its stream
+            accumulator = self
+            for event in _as_stream(chunk):
+                accumulator = accumulator._take(event)
+                if accumulator.draft.event is not None:
+                    break
+            return accumulator
         if kind == "message_start":
             message = field(chunk, "message", where, Mapping, required=True)
             usage = field(message, "usage", where + ".message", Mapping) or {}
@@ -176,3 +192,23 @@ class AnthropicMessagesStream(EngineStream):
         return StreamFailed(request_id=self.draft.request_id, network=True,
                             error="the stream ended before message_stop: the message was cut "
                                   "off in transit")
+
+
+def _as_stream(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The stream events that carry the whole ``message`` (see the module docstring)."""
+    blocks = field(message, "content", "message", list) or []
+    usage = field(message, "usage", "message", Mapping) or {}
+    events: list[Mapping[str, Any]] = [{"type": "message_start", "message": {
+        "usage": {"input_tokens": usage.get("input_tokens"), "output_tokens": None}}}]
+    for index, block in enumerate(blocks):
+        where = f"message.content[{index}]"
+        block = check_mapping(block, where)
+        if block.get("type") == "tool_use":  # a whole block carries its input, always
+            field(block, "input", where, Mapping, required=True)
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_delta",
+                   "delta": {"stop_reason": message.get("stop_reason")},
+                   "usage": {"output_tokens": usage.get("output_tokens")}})
+    events.append({"type": "message_stop"})
+    return events

@@ -1,14 +1,17 @@
-"""OpenAI Chat Completions streaming chunks (``stream=True``) to one event.
+"""OpenAI Chat Completions streaming chunks (``stream=True``), or one whole response, to one
+event.
 
 Theory of operation
 -------------------
 A chunk is ``{"choices": [{"index", "delta": {...}, "finish_reason"}], "usage": ...}``. Text
 arrives in ``delta.content`` (a refusal in ``delta.refusal``, kept as text: the user is shown
 it); a tool call's id and name come only in the first delta of its ``index``, its arguments in
-``function.arguments`` fragments of every delta of that index. The finish reason comes on a
-chunk with an empty delta, and usage only in a later chunk with ``choices: []``, and only when
-the request set ``stream_options={"include_usage": True}`` — without it the output-token signal
-cannot be checked. Nothing marks the end of the stream (the SSE ``[DONE]`` line is the
+``function.arguments`` fragments of every delta of that index. The finish reason comes once,
+on a chunk with an empty delta (a later chunk may repeat it; one that says another reason is a
+wrong shape, so a ``length`` is never overwritten by a ``tool_calls``), and usage only in a
+later chunk with ``choices: []``, and only when the request set
+``stream_options={"include_usage": True}`` — without it the output-token signal cannot be
+checked. Nothing marks the end of the stream (the SSE ``[DONE]`` line is the
 transport's), so the event comes from :meth:`~agentturn.engines.EngineStream.finish` when the
 transport ends, unless an ``{"error": ...}`` chunk (as OpenAI-compatible servers send one
 mid-stream) decided it first.
@@ -23,6 +26,13 @@ first appeared; a delta without ``index`` is addressed by its position in the de
 Only choice ``0`` is read (an agent asks for one choice); chunks of other choices are ignored.
 The legacy ``function_call`` delta is not read: a stream that uses it ends with ``StreamFailed``
 saying so, rather than losing the call.
+
+A response asked for without streaming (``stream=False``: a ``chat.completion`` object, as
+LiteLLM, mini-swe-agent and most framework clients fetch it) is fed the same way, as one chunk:
+its choice carries ``message`` where a chunk carries ``delta``, with the usage in the same
+object, and the same rules read it (a call's position in ``message.tool_calls`` is its index).
+It decides the event at once: anything fed after it is refused (``StreamEnded``), never merged
+into it. A choice with both is a wrong shape.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from ._core import (
     Usage,
     WireShapeError,
     check_mapping,
+    conclude,
     count,
     field,
 )
@@ -68,13 +79,19 @@ class ChatCompletionsStream(EngineStream):
         if chunk.get("error") is not None:
             return self._with(draft.failed(f"the engine reported an error: "
                                            f"{_error_text(chunk['error'])}"))
+        whole = False
         for number, choice in enumerate(field(chunk, "choices", "chunk", list) or ()):
             where = f"choices[{number}]"
             choice = check_mapping(choice, where)
             if (count(choice, "index", where) or 0) != 0:
                 continue
-            delta = field(choice, "delta", where, Mapping) or {}
-            where += ".delta"
+            delta = field(choice, "delta", where, Mapping)
+            message = field(choice, "message", where, Mapping)
+            if delta is not None and message is not None:
+                raise WireShapeError(f"{where} has both delta (a streamed chunk) and message "
+                                     "(a whole response); a choice is one or the other")
+            where += ".delta" if message is None else ".message"
+            delta = message if message is not None else delta or {}
             if delta.get("function_call") is not None:
                 return self._with(draft.failed(
                     "the engine used the legacy function_call delta, which is not read; ask "
@@ -103,11 +120,18 @@ class ChatCompletionsStream(EngineStream):
                 arguments = field(function, "arguments", place + ".function", str)
                 draft = draft.add_arguments(index, arguments or "")
             reason = field(choice, "finish_reason", f"choices[{number}]", str)
-            if reason is not None:
+            if reason is not None and reason != draft.finish_reason:
+                if draft.finish_reason is not None:  # a cut's label is never overwritten
+                    raise WireShapeError(
+                        f"choices[{number}].finish_reason is {reason!r}, but the response "
+                        f"already finished with {draft.finish_reason!r}")
                 draft = attrs.evolve(draft, finish_reason=reason)
+            whole = whole or message is not None
         usage = field(chunk, "usage", "chunk", Mapping)
         if usage is not None:
             draft = attrs.evolve(draft, usage=Usage(
                 input_tokens=count(usage, "prompt_tokens", "usage"),
                 output_tokens=count(usage, "completion_tokens", "usage")))
+        if whole:  # a whole response is all there is: it decides the event now
+            draft = attrs.evolve(draft, event=conclude(draft))
         return self._with(draft)

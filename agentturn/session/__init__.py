@@ -12,7 +12,7 @@ Imported on use: ``import agentturn`` does not load it.
 from ..guard.texts import combined_continuation
 from . import background, fifo, ring
 from .background import AutomaticKind, BackgroundKind
-from .reducer import outstanding, reduce
+from .reducer import lost_on_restart, outstanding, reduce, timers_to_rearm
 from .ring import EntryKind, EventRing, RingEntry, Usage
 from .state import (
     DEFAULT_STOP_HOOK_CAP,
@@ -50,9 +50,11 @@ __all__ = [
     "combined_continuation",
     "fifo",
     "held",
+    "lost_on_restart",
     "outstanding",
     "reduce",
     "ring",
+    "timers_to_rearm",
     "waiting_for",
     *_vocabulary_all,
 ]

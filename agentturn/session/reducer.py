@@ -186,3 +186,25 @@ def outstanding(state: SessionState) -> tuple[turn_part.Outstanding, ...]:
     if state.retry_timer:
         found.append(turn_part.Outstanding(command=StartTimer, answer_id=state.retry_timer))
     return tuple(found)
+
+
+def timers_to_rearm(state: SessionState) -> tuple[StartTimer, ...]:
+    """The timers a session saved at rest waits on, to start again in the process that restores
+    it (the old process's timers ended with it): the grace timer and a retry window's, each for
+    its whole length from the configuration, since how long it had run is not known. A restart
+    gives the user a whole retry window, and an absent client a whole grace period."""
+    timers = []
+    if state.grace:
+        timers.append(StartTimer(key=GRACE_TIMER, seconds=state.config.grace_period))
+    if state.retry_timer:
+        timers.append(StartTimer(key=state.retry_timer, seconds=state.config.retry_window))
+    return tuple(timers)
+
+
+def lost_on_restart(state: SessionState) -> tuple[turn_part.Outstanding, ...]:
+    """The answers ``state`` awaits that a restart would lose: every outstanding command but
+    the timers :func:`timers_to_rearm` starts again. Empty: the state is at rest, and can be
+    saved and restored in a new process (``agentturn.aio.SessionDriver.restored``)."""
+    timers = {timer.key for timer in timers_to_rearm(state)}
+    return tuple(o for o in outstanding(state)
+                 if not (o.command is StartTimer and o.answer_id in timers))

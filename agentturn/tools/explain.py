@@ -147,9 +147,12 @@ def _command_line(command: Command, story: _Story) -> Iterator[str]:
                 for call in record.tool_calls:
                     story.names[call.call_id] = call.name
                 if not record.completes_normally and record.tool_calls:
-                    how = (f"cut off ({record.cut_off.value})" if record.cut_off is not None
-                           else f"not ended normally (finish reason "
-                                f"{record.finish_reason.raw!r})")
+                    if record.cut_off is not None:
+                        how = f"cut off ({record.cut_off.value})"
+                    elif record.malformed_tool_format:
+                        how = "with malformed tool calls (the corrective retry answers them)"
+                    else:
+                        how = f"not ended normally (finish reason {record.finish_reason.raw!r})"
                     yield (f"Response {record.request_id} was saved {how}: its "
                            f"{len(record.tool_calls)} tool call(s) never run, and later "
                            "requests send its text without them.")

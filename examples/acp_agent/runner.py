@@ -121,17 +121,6 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
-class _Driver(aio.SessionDriver):
-    """A session driver that starts from a saved state (``SessionDriver`` starts from
-    ``Session.create(config)``; a restored session must not)."""
-
-    def __init__(self, state: se.SessionState, effects: aio.Effects,
-                 on_notice: aio.NoticeSink) -> None:
-        aio.Driver.__init__(self, state=state, reduce=se.reduce, outstanding=se.outstanding,
-                            effects=effects, max_output_tokens=None, on_notice=on_notice,
-                            trace=aio.TraceWriter(None, "session", state.config))
-
-
 class SessionRunner:
     """One ACP session: its session driver, and the effects the session asks for."""
 
@@ -165,10 +154,10 @@ class SessionRunner:
         self._lead_texts: dict[str, str] = {}
         self._leads_asked: set[str] = set()
         self._failed_calls: set[str] = set()
-        self._driver = _Driver(state, aio.Effects(
+        self._driver = aio.SessionDriver(state.config, aio.Effects(
             persist=self._persist, model=self._model, review=self._review,
             permission=self._permission, tool=self._tool, save_lead=self._save_lead,
-            title=self._title), self._on_notice)
+            title=self._title), max_output_tokens=None, on_notice=self._on_notice, state=state)
         self._task: asyncio.Task[None] | None = None
         if saved is None:
             self._save()

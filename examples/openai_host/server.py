@@ -11,6 +11,11 @@ SSE: ``data: {...}`` lines closed by ``data: [DONE]`` for OpenAI, ``event:``/``d
 Anthropic. A reply can lie like real serving stacks do: a ``tool_calls`` label on arguments cut
 mid-JSON at the token limit, a ``tool_use`` label on a block that never got its stop.
 
+A Chat Completions request that does not ask for a stream (``stream`` absent or false, as
+LiteLLM and mini-swe-agent send it) gets the same reply as one ``chat.completion`` object (the
+choice's ``message`` holds the text and the calls, the usage is in the same object), sent after
+the time its stream would have taken (``delay`` per delta), so a slow reply stays slow.
+
 The server records every request body, and how many streams the client closed before their end
 (what ``CancelStream`` must do).
 """
@@ -78,6 +83,19 @@ def _chat_lines(reply: Reply) -> list[str]:
     return [*lines, "data: [DONE]\n\n"]
 
 
+def _chat_completion(reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name,
+                                                              "arguments": arguments}}
+            for call_id, name, arguments in reply.calls]
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": reply.output_tokens,
+                      "total_tokens": 50 + reply.output_tokens}}
+
+
 def _anthropic_lines(reply: Reply) -> list[str]:
     def event(kind: str, **data: Any) -> str:
         return _sse({"type": kind, **data}, kind)
@@ -143,6 +161,10 @@ class ScriptedServer:
         if reply is None:
             return JSONResponse({"error": {"message": "no scripted reply", "type": "invalid"}},
                                 status_code=400)
+        if request.url.path == "/v1/chat/completions" and body.get("stream") is not True:
+            # The whole reply at once, after the time its stream would have taken.
+            await asyncio.sleep(reply.delay * len(lines_of(reply)))
+            return JSONResponse(_chat_completion(reply))
         return StreamingResponse(self._stream(lines_of(reply), reply.delay),
                                  media_type="text/event-stream")
 

@@ -6,6 +6,8 @@ Every test runs a real ``TurnDriver`` on asyncio (``anyio.run``) against the fak
 
 from __future__ import annotations
 
+import builtins
+import importlib
 import io
 from collections.abc import AsyncIterator
 from typing import Any
@@ -313,16 +315,46 @@ def test_the_budgeting_step_fails_with_its_own_event(error: Exception,
     assert any(isinstance(e, answer) for e in events(trace))
 
 
+def _wrapped(cause: Exception) -> Exception:
+    """``cause`` wrapped the way SDKs wrap it (litellm's ``InternalServerError`` over the OpenAI
+    client's ``APIConnectionError`` over the socket's error)."""
+    try:
+        try:
+            raise cause
+        except Exception as inner:
+            raise RuntimeError("Connection error.") from inner
+    except RuntimeError as middle:
+        try:
+            raise LookupError("InternalServerError: Connection error.")  # (implicit context)
+        except LookupError as outer:
+            assert outer.__context__ is middle
+            return outer
+
+
+def _grouped(member: Exception) -> Exception:
+    """``member`` in the exception group a task group inside an SDK raises."""
+    # (a builtin from Python 3.11; on 3.10 the backport anyio itself needs)
+    group = getattr(builtins, "ExceptionGroup", None) or importlib.import_module(
+        "exceptiongroup").ExceptionGroup
+    error: Exception = group("unhandled errors in a TaskGroup", [member])
+    return error
+
+
 @pytest.mark.req("TL-11")
 @pytest.mark.parametrize(("error", "network"), [
     (aio.StreamError("429 Too Many Requests", network=False), False),
     (aio.StreamError("connection reset", network=True), True),
     (ConnectionResetError("reset by peer"), True),
     (ValueError("bad"), False),
+    (_wrapped(ConnectionRefusedError("refused")), True),
+    (_wrapped(ValueError("bad")), False),
+    (_grouped(ConnectionResetError("reset")), True),
+    (_grouped(ValueError("bad")), False),
 ])
 def test_a_failed_request_says_whether_the_network_failed(error: Exception,
                                                           network: bool) -> None:
-    """``StreamError`` says it; otherwise an ``OSError`` is a network error."""
+    """``StreamError`` says it; otherwise an ``OSError``, raised or among the exception's causes
+    (an SDK that wraps the connection error in its own), is a network error."""
     world = World()
     trace = io.StringIO()
 

@@ -11,6 +11,7 @@ cancels, answers like ``ok``. The model streams Chat Completions chunks: text, o
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from agentturn import aio
 from agentturn import session as se
 from agentturn.trace import read_trace
 
-__all__ = ["TODOS", "Act", "World", "call_chunks", "chunk", "text_chunks"]
+__all__ = ["BACKEND", "TODOS", "Act", "World", "call_chunks", "chunk", "text_chunks"]
 
 #: A todo-write result with unfinished work: it arms the session's todo stop guard.
 TODOS = {"type": "todo_list", "todos": [
@@ -210,13 +211,19 @@ class World:
             self.running -= 1
 
 
+#: The event loop the driver tests run on: asyncio, or trio with ``AGENTTURN_AIO_BACKEND=trio``
+#: (CI runs the driver's tests on both).
+BACKEND = os.environ.get("AGENTTURN_AIO_BACKEND", "asyncio")
+
+
 def run(main: Callable[[], Awaitable[None]]) -> None:
-    """Run ``main`` on asyncio, bounded to 10 seconds (a hang fails, never blocks the suite)."""
+    """Run ``main`` on :data:`BACKEND`, bounded to 10 seconds (a hang fails, never blocks the
+    suite)."""
     async def bounded() -> None:
         with anyio.fail_after(10):
             await main()
 
-    anyio.run(bounded)
+    anyio.run(bounded, backend=BACKEND)
 
 
 def events(trace: io.StringIO) -> list[at.Event]:

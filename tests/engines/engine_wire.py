@@ -8,10 +8,12 @@ Splitting a text or an argument string into more pieces re-chunks the same respo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
 from anthropic.types import (
+    Message,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
     RawContentBlockStopEvent,
@@ -19,7 +21,7 @@ from anthropic.types import (
     RawMessageStartEvent,
     RawMessageStopEvent,
 )
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -82,6 +84,22 @@ def chat_stream(script: Script, *, usage: bool = True) -> list[Wire]:
     return out
 
 
+def chat_completion(script: Script, *, usage: bool = True) -> list[Wire]:
+    """The same response asked for without streaming: one ``chat.completion`` object."""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(script.text) or None}
+    if script.calls:
+        message["tool_calls"] = [
+            {"id": call.call_id, "type": "function",
+             "function": {"name": call.name, "arguments": "".join(call.pieces)}}
+            for call in script.calls]
+    return [ChatCompletion(
+        id="chatcmpl-1", created=0, model="gpt-test", object="chat.completion",
+        choices=[{"index": 0, "message": message, "finish_reason": script.finish}],
+        usage={"prompt_tokens": script.input_tokens, "completion_tokens": script.output_tokens,
+               "total_tokens": script.input_tokens + script.output_tokens} if usage else None,
+    ).model_dump()]
+
+
 # --- Anthropic Messages -----------------------------------------------------------------------
 
 
@@ -117,6 +135,20 @@ def anthropic_stream(script: Script, *, stop: bool = True) -> list[Wire]:
     if stop:
         out.append(RawMessageStopEvent(type="message_stop").model_dump())
     return out
+
+
+def anthropic_message(script: Script) -> list[Wire]:
+    """The same response asked for without streaming: one ``message`` object (each call's
+    pieces must join to a JSON object: a whole message carries ``input`` parsed)."""
+    content: list[dict[str, Any]] = []
+    if script.text:
+        content.append({"type": "text", "text": "".join(script.text)})
+    content += [{"type": "tool_use", "id": call.call_id, "name": call.name,
+                 "input": json.loads("".join(call.pieces) or "{}")} for call in script.calls]
+    return [Message(id="msg_1", type="message", role="assistant", content=content,
+                    model="claude-test", stop_reason=script.finish, stop_sequence=None,
+                    usage={"input_tokens": script.input_tokens,
+                           "output_tokens": script.output_tokens}).model_dump()]
 
 
 # --- OpenAI Responses -------------------------------------------------------------------------

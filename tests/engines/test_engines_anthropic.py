@@ -1,10 +1,19 @@
-"""Anthropic Messages events, built with the anthropic SDK's own types, to one event."""
+"""Anthropic Messages events (and whole messages), built with the anthropic SDK's own types, to
+one event."""
 
 from __future__ import annotations
 
 import pytest
 from anthropic.types import RawContentBlockDeltaEvent, RawContentBlockStartEvent
-from engine_wire import Call, Script, anthropic_stream, commands_after, end_of, runs_a_tool
+from engine_wire import (
+    Call,
+    Script,
+    anthropic_message,
+    anthropic_stream,
+    commands_after,
+    end_of,
+    runs_a_tool,
+)
 
 import agentturn as at
 from agentturn.engines import AnthropicMessagesStream, StreamEnded, Usage
@@ -121,3 +130,51 @@ def test_thinking_blocks_are_not_the_answer() -> None:
     ]
     acc = stream([chunks[0], *thinking, *chunks[1:]])
     assert isinstance(acc.event, at.StreamCompleted) and acc.event.text == "Answer"
+
+
+# --- a response asked for without streaming: one message object --------------------------------
+
+
+@pytest.mark.req("TL-4", "TL-10")
+def test_a_whole_message_reads_like_its_stream() -> None:
+    """A ``message`` object gives the event its stream gives: the text, each ``tool_use``
+    block's ``input`` as canonical JSON, in block order, the raw stop reason and the usage."""
+    script = Script(text=("Reading.",), finish="tool_use", output_tokens=40, calls=(
+        Call("toolu_1", "read_file", ('{"path": "ä/ß.txt"}',)),
+        Call("toolu_2", "list_dir", ())))
+    whole = stream(anthropic_message(script))
+    assert whole.event == at.StreamCompleted(
+        request_id="t1/r1", text="Reading.", finish_reason="tool_use", tool_calls=(
+            at.ToolCall(call_id="toolu_1", name="read_file", arguments='{"path":"ä/ß.txt"}'),
+            at.ToolCall(call_id="toolu_2", name="list_dir", arguments="")))
+    assert whole.usage == Usage(input_tokens=12, output_tokens=40)
+
+
+@pytest.mark.req("TL-9")
+def test_a_whole_message_cut_or_mislabelled_at_the_limit_runs_nothing() -> None:
+    """``max_tokens``, and a ``tool_use`` label with the output tokens at the limit, cut a
+    whole message too: none of its calls runs."""
+    call = Call("toolu_1", "write_file", ('{"path": "a.py", "content": "x"}',))
+    honest = stream(anthropic_message(Script(finish="max_tokens", calls=(call,))), limit=256)
+    lying = stream(anthropic_message(Script(finish="tool_use", output_tokens=256,
+                                            calls=(call,))), limit=256)
+    for acc in (honest, lying):
+        event = acc.event
+        assert isinstance(event, at.StreamCompleted) and event.cut_off is not None
+        assert not runs_a_tool(commands_after(event, permission=True))
+        assert end_of(commands_after(event)).kind is at.OutcomeKind.OUTPUT_LIMIT
+
+
+@pytest.mark.parametrize(("block", "named"), [
+    ("oops", "message.content[0]"),
+    ({"type": "tool_use", "id": "t1", "name": "write_file"}, "message.content[0].input"),
+    ({"type": "tool_use", "id": "t1", "name": "write_file", "input": None},
+     "message.content[0].input"),
+])
+def test_a_whole_message_with_a_bad_block_fails_naming_it(block: object, named: str) -> None:
+    """A content block that is not an object, a ``tool_use`` block without its ``input``:
+    ``StreamFailed`` names it, and no call runs."""
+    acc = stream([{"type": "message", "content": [block], "stop_reason": "tool_use"}])
+    assert isinstance(acc.event, at.StreamFailed)
+    assert named in acc.event.error
+    assert not runs_a_tool(commands_after(acc.event, permission=True))

@@ -1,9 +1,19 @@
-"""OpenAI Chat Completions chunks, built with the openai SDK's own types, to one event."""
+"""OpenAI Chat Completions chunks (and whole responses), built with the openai SDK's own types,
+to one event."""
 
 from __future__ import annotations
 
 import pytest
-from engine_wire import Call, Script, chat_chunk, chat_stream, commands_after, end_of, runs_a_tool
+from engine_wire import (
+    Call,
+    Script,
+    chat_chunk,
+    chat_completion,
+    chat_stream,
+    commands_after,
+    end_of,
+    runs_a_tool,
+)
 
 import agentturn as at
 from agentturn.engines import ChatCompletionsStream, StreamEnded, Usage
@@ -179,3 +189,77 @@ def test_feeding_an_sdk_object_itself_is_host_misuse() -> None:
     with pytest.raises(at.ProtocolError, match="model_dump"):
         acc.feed(chunk)  # type: ignore[arg-type]
     assert acc.event is None
+
+
+# --- a response asked for without streaming: one chat.completion object ------------------------
+
+
+def whole(chunks: list[dict[str, object]], limit: int | None = None) -> at.StreamCompleted:
+    """A whole response decides its event as soon as it is fed; nothing may follow it."""
+    (response,) = chunks
+    acc = ChatCompletionsStream.start("t1/r1", max_output_tokens=limit).feed(response)
+    assert isinstance(acc.event, at.StreamCompleted), acc.event
+    assert acc.finish() == acc.event
+    with pytest.raises(StreamEnded):
+        acc.feed(chat_chunk([{"index": 0, "delta": {"content": "more"}}]))
+    return acc.event
+
+
+@pytest.mark.req("TL-4", "TL-10")
+def test_a_whole_response_reads_like_its_stream() -> None:
+    """``stream=False``: the one ``chat.completion`` gives the event its stream gives, calls in
+    the order of ``message.tool_calls``, the raw finish reason and the usage."""
+    script = Script(text=("Let me look.",), finish="tool_calls", output_tokens=40, calls=(
+        Call("call_a", "read_file", ('{"path": "a.py"}',)),
+        Call("call_b", "grep", ('{"pattern": "déjà vu"}',))))
+    assert whole(chat_completion(script), limit=1000) == run(chat_stream(script), limit=1000)
+    acc = ChatCompletionsStream.start("t1/r1").feed(chat_completion(script)[0])
+    assert acc.usage == Usage(input_tokens=12, output_tokens=40)
+    assert [call.call_id for call in whole(chat_completion(script)).tool_calls] == [
+        "call_a", "call_b"]
+
+
+@pytest.mark.req("TL-9")
+def test_a_whole_response_cut_or_mislabelled_at_the_limit_runs_nothing() -> None:
+    """The cut-off signals read a whole response too: ``length``, and a ``tool_calls`` label
+    with the output tokens at the requested limit (a serving stack's lie)."""
+    call = Call("c1", "write_file", ('{"path": "a.py", "content": "x"}',))
+    honest = whole(chat_completion(Script(finish="length", calls=(call,))), limit=256)
+    assert honest.cut_off is at.CutOffSignal.FINISH_REASON
+    lying = whole(chat_completion(Script(finish="tool_calls", output_tokens=256, calls=(call,))),
+                  limit=256)
+    assert lying.cut_off is at.CutOffSignal.OUTPUT_TOKEN_LIMIT
+    for event in (honest, lying):
+        assert not runs_a_tool(commands_after(event, permission=True))
+        assert end_of(commands_after(event)).kind is at.OutcomeKind.OUTPUT_LIMIT
+
+
+def test_a_choice_with_both_delta_and_message_fails_naming_it() -> None:
+    """A choice is a streamed chunk's or a whole response's, never both: ``StreamFailed``."""
+    acc = ChatCompletionsStream.start("t1/r1").feed(
+        {"choices": [{"index": 0, "delta": {"content": "a"}, "message": {"content": "a"}}]})
+    assert isinstance(acc.event, at.StreamFailed)
+    assert "choices[0] has both delta (a streamed chunk) and message" in acc.event.error
+
+
+@pytest.mark.req("TL-9")
+def test_a_later_finish_reason_never_overwrites_a_cut() -> None:
+    """``length`` then a chunk saying ``tool_calls`` (without usage, so the token signal cannot
+    help): a wrong shape, never a response whose call runs; the same reason repeated is fine."""
+    call = [{"index": 0, "id": "w1", "type": "function",
+             "function": {"name": "write_file", "arguments": '{"path": "a"}'}}]
+    cut = [chat_chunk([{"index": 0, "delta": {"tool_calls": call}}]),
+           chat_chunk([{"index": 0, "delta": {}, "finish_reason": "length"}])]
+    acc = ChatCompletionsStream.start("t1/r1")
+    for chunk in [*cut, chat_chunk([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])]:
+        acc = acc.feed(chunk)
+    event = acc.finish()
+    assert isinstance(event, at.StreamFailed)
+    assert "finish_reason is 'tool_calls', but the response already finished with 'length'" in (
+        event.error)
+    assert not runs_a_tool(commands_after(event, permission=True))
+    repeated = ChatCompletionsStream.start("t1/r1")
+    for chunk in [*cut, chat_chunk([{"index": 0, "delta": {}, "finish_reason": "length"}])]:
+        repeated = repeated.feed(chunk)
+    event = repeated.finish()
+    assert isinstance(event, at.StreamCompleted) and event.cut_off is not None

@@ -13,6 +13,7 @@ from engine_wire import (
     Call,
     Script,
     anthropic_stream,
+    chat_completion,
     chat_stream,
     commands_after,
     responses_stream,
@@ -33,6 +34,9 @@ Streamer = Callable[[Script], list[dict[str, Any]]]
 FORMATS: dict[str, tuple[type[EngineStream], Streamer, dict[str, str]]] = {
     "chat": (ChatCompletionsStream, chat_stream,
              {"stop": "stop", "tools": "tool_calls", "cut": "length"}),
+    # the same reader, fed a response asked for without streaming (one chat.completion object)
+    "chat-whole": (ChatCompletionsStream, chat_completion,
+                   {"stop": "stop", "tools": "tool_calls", "cut": "length"}),
     "anthropic": (AnthropicMessagesStream, anthropic_stream,
                   {"stop": "end_turn", "tools": "tool_use", "cut": "max_tokens"}),
     "responses": (ResponsesStream, responses_stream, {"stop": "completed", "tools": "completed"}),
@@ -102,7 +106,7 @@ def cut_or_not(draw: st.DrawFn) -> tuple[str, Script, int, bool]:
         args = draw(arguments)
         if draw(st.booleans()):
             args = args[:draw(st.integers(0, len(args)))]  # stopped mid-JSON
-        closed = name == "chat" or draw(st.booleans())
+        closed = name.startswith("chat") or draw(st.booleans())
         unclosed |= not closed
         calls.append(Call(f"call_{n}", "write_file", pieces(args, draw(splits)), closed=closed))
     label = draw(st.sampled_from(sorted(set(labels.values()))))

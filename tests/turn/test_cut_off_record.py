@@ -167,3 +167,25 @@ def test_the_reference_transcript_sends_a_cut_response_without_its_calls() -> No
         "ResponseRecord", "UserMessageRecord", "ResponseRecord", "ToolResultRecord"]
     assert sent[0].tool_calls == () and sent[0].text == "Writing"  # type: ignore[union-attr]
     assert sent[2:] == (whole, ran)
+
+
+@pytest.mark.req("TL-6")
+def test_a_malformed_response_does_not_complete_normally_and_explain_says_why() -> None:
+    """A response whose tool calls are malformed (the corrective retry answers it) runs none of
+    them and has no results for them: it does not complete normally, so the history rule sends
+    its text only, and ``explain`` names the malformed format, not a finish reason."""
+    driver = Recording()
+    driver.start()
+    driver.send(at.StreamCompleted(request_id="t1/r1", text="Writing", finish_reason="tool_calls",
+                                   tool_calls=(call("w1", "write_file"),),
+                                   malformed_tool_format=True))
+    while driver.state.persisting:
+        driver.ack()
+    response = saved_response(driver)
+    assert response.malformed_tool_format and response.cut_off is None
+    assert not response.completes_normally
+    assert not driver.of(at.ExecuteTool)
+    trace = read_trace("\n".join(write_trace("turn", no_titles(), _steps(driver), "chat")))
+    assert ("Response t1/r1 was saved with malformed tool calls (the corrective retry answers "
+            "them): its 1 tool call(s) never run, and later requests send its text without "
+            "them.") in explain(trace)
