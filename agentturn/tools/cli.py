@@ -8,6 +8,8 @@ dot``: Graphviz text; ``stop-order``: the stop order as a flowchart); ``agenttur
 --depth N`` model-checks every session state reachable in N moves over a small event alphabet
 derived from each state (``--workers N``, ``--coverage``, ``--counterexample FILE``), and
 ``agentturn fuzz --steps N --seed S`` walks at random; both check every step's invariants.
+``agentturn conform [--runner PKG.MODULE:NAME]`` runs the conformance suite on an agent runtime
+against a scripted engine on 127.0.0.1 (the ``conform`` extra) and prints the report.
 
 Every input file is read as hostile: whatever is wrong with it ends in one line on stderr and
 exit 2, never a traceback. Everything printed from a file (prompts, model text, versions) is
@@ -36,7 +38,8 @@ __all__ = ["EXIT_CODES", "main", "terminal_safe"]
 EXIT_CODES = """exit codes:
   0  done: the trace agrees with the spec; the walk broke no rule (or only known bugs)
   1  check: the commands differ from the spec's or a rule is broken;
-     explore, fuzz: a rule broke that no known bug explains
+     explore, fuzz: a rule broke that no known bug explains;
+     conform: the runtime failed a scenario
   2  the input cannot be used: a usage error, a file that cannot be read or written, a trace
      that is unreadable, truncated, reordered, edited (check, explain) or of another version"""
 
@@ -340,7 +343,126 @@ def _parser() -> argparse.ArgumentParser:
                       help="the session configuration (default all, in turn)")
     fuzz.add_argument("--show", type=_ranged(0, 1000), default=5, metavar="K",
                       help="new violations to print in full (default 5)")
+    _conform_parser(command)
     return parser
+
+
+#: The modes ``conform --mode`` takes (agentturn.tools.conform.MODES; a test keeps them equal).
+_CONFORM_MODES = ("openai-chat-stream", "openai-chat", "anthropic-messages-stream",
+                  "anthropic-messages")
+#: The runner ``conform`` runs unless told otherwise: agentturn's host on the driver.
+_REFERENCE_RUNNER = "agentturn.tools.conform.runners.agentturn_driver:Runner"
+
+
+def _conform_parser(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    conform = command("conform", "run the conformance suite on an agent runtime (TL-1, TL-4, "
+                                 "TL-6, TL-7, TL-9, TL-10) against a scripted engine on "
+                                 "127.0.0.1; needs the conform extra")
+    conform.add_argument("--runner", default=_REFERENCE_RUNNER, metavar="PKG.MODULE:NAME",
+                         help="the runner to run: a runner object, class or factory "
+                              "(default: agentturn's own host on the driver)")
+    where = conform.add_mutually_exclusive_group()
+    where.add_argument("--python", metavar="PY",
+                       help="run the runner in this interpreter (its own venv), over a pipe")
+    where.add_argument("--venv", metavar="DIR",
+                       help="run the runner in the venv DIR, made (and cached) from "
+                            "--requirements or the runner module's REQUIREMENTS")
+    conform.add_argument("--requirements", metavar="FILE",
+                         help="with --venv: the requirements file to install in DIR")
+    conform.add_argument("--scenario", action="append", metavar="ID",
+                         help="run only the scenarios whose id starts with ID (repeatable; "
+                              "for example TL-9)")
+    conform.add_argument("--mode", action="append", choices=_CONFORM_MODES,
+                         help="run only this mode (repeatable; default: all four)")
+    conform.add_argument("--examples", type=_ranged(1, 1000), default=6, metavar="N",
+                         help="runs of each drawn scenario before shrinking (default 6)")
+    conform.add_argument("--timeout", type=_ranged(1, 3600), default=30, metavar="S",
+                         help="seconds one run may take before it fails (default 30)")
+    conform.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    conform.add_argument("--evidence", action="store_true",
+                         help="print every row's evidence, not only the failures'")
+
+
+def _conform(args: argparse.Namespace) -> int:
+    try:
+        from . import conform
+    except ImportError as error:  # hypothesis or anyio missing
+        raise _Refused(f"agentturn conform needs the conform extra "
+                       f"(pip install 'agentturn[conform]'): {error}") from None
+    if args.requirements is not None and args.venv is None:
+        raise _Refused("--requirements goes with --venv")
+    if args.python is not None or args.venv is not None:
+        return _conform_isolated(args)
+    try:
+        runner = conform.load_runner(args.runner)
+    except conform.RunnerLoadError as error:
+        raise _Refused(f"--runner: {error}") from None
+    return _conform_run(args, runner)
+
+
+def _conform_isolated(args: argparse.Namespace) -> int:
+    """``--python``/``--venv``: the runner in its own interpreter (conform.isolated)."""
+    import subprocess
+
+    from .conform import isolated
+
+    python = args.python
+    if args.venv is not None:
+        if args.requirements is not None:
+            try:
+                with open(args.requirements, encoding="utf-8") as file:
+                    pins = [line.split("#")[0].strip() for line in file]
+            except OSError as error:
+                raise _Refused(f"--requirements: {error}") from None
+            pins = [p for p in pins if p]
+        else:
+            try:
+                found = isolated.requirements_of(args.runner)
+            except ImportError as error:
+                raise _Refused(f"--runner: cannot import it to read its REQUIREMENTS: "
+                               f"{error}") from None
+            if found is None:
+                raise _Refused("--venv needs --requirements (the runner module names no "
+                               "REQUIREMENTS)")
+            pins = found
+        try:
+            python = str(isolated.ensure_venv(args.venv, pins, say=_progress))
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise _Refused(f"--venv: could not make {args.venv}: {error}") from None
+    try:
+        runner = isolated.IsolatedRunner(args.runner, python)
+    except (OSError, RuntimeError) as error:
+        raise _Refused(f"--runner: {error}") from None
+    try:
+        return _conform_run(args, runner)
+    finally:
+        runner.close()
+        for address in dict.fromkeys(runner.outbound):
+            _progress(f"conform: the runtime tried to reach {address} (refused)")
+
+
+def _conform_run(args: argparse.Namespace, runner: Any) -> int:
+    from . import conform
+
+    scenarios = [s for s in conform.SCENARIOS
+                 if not args.scenario or any(s.id.startswith(p) for p in args.scenario)]
+    if not scenarios:
+        raise _Refused(f"no scenario id starts with {' or '.join(args.scenario)}")
+    modes = [m for m in conform.MODES if not args.mode or m.name in args.mode]
+    if args.json is not None and not args.json:
+        raise _Refused("a JSON path must not be empty")
+    try:
+        report = conform.run_suite(runner, scenarios=scenarios, modes=modes,
+                                   examples=args.examples, timeout=float(args.timeout),
+                                   progress=lambda row: _progress(
+                                       f"conform: {row.scenario.id} [{row.mode.name}] "
+                                       f"{row.verdict}"))
+    except conform.NoModeSpoken as error:
+        raise _Refused(f"--runner: {error}") from None
+    if args.json is not None:
+        _write(args.json, [report.to_json()])
+    _say(report.table(evidence=args.evidence))
+    return 0 if report.ok else 1
 
 
 def _diagram(args: argparse.Namespace) -> int:
@@ -368,7 +490,7 @@ def _diagram(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _demo, "check": _check, "explain": _explain, "diagram": _diagram,
-    "explore": _explore, "fuzz": _fuzz}
+    "explore": _explore, "fuzz": _fuzz, "conform": _conform}
 
 
 def main(argv: list[str] | None = None) -> int:
