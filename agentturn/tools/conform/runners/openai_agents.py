@@ -26,33 +26,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import Mode, RunResult, Task, Tools
+from ._adaptable import AdaptableRunner
 
 #: The pins of this runner's venv.
 REQUIREMENTS = ["openai-agents==0.24.0"]
 
 
-class Runner:
+class Runner(AdaptableRunner):
     name = "openai-agents 0.24.0"
     modes = (Mode("openai-chat", True), Mode("openai-chat", False))
-
-    def __init__(self, adapted: bool = False) -> None:
-        self.adapted = adapted
-        if adapted:
-            self.name += " + agentturn adapter"
-
-    def run(self, task: Task, tools: Tools) -> RunResult:
-        import asyncio
-
-        if not self.adapted:
-            return asyncio.run(self._run(task, tools))
-        from agentturn.integrations import TurnEnded
-
-        try:
-            return asyncio.run(self._run(task, tools))
-        except TurnEnded as ended:  # what the adapter's user reads: the typed outcome
-            return RunResult(success=False, text=ended.outcome.text,
-                             outcome=type(ended).__name__, finish_reason=ended.finish_reason,
-                             error=str(ended))
 
     async def _run(self, task: Task, tools: Tools) -> RunResult:
         from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, function_tool

@@ -27,33 +27,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import MODES, RunResult, Task, Tools
+from ._adaptable import AdaptableRunner
 
 #: The pins of this runner's venv.
 REQUIREMENTS = ["pydantic-ai-slim[openai,anthropic]==2.68.0"]
 
 
-class Runner:
+class Runner(AdaptableRunner):
     name = "pydantic-ai 2.68.0"
     modes = MODES
-
-    def __init__(self, adapted: bool = False) -> None:
-        self.adapted = adapted
-        if adapted:
-            self.name += " + agentturn adapter"
-
-    def run(self, task: Task, tools: Tools) -> RunResult:
-        import asyncio
-
-        if not self.adapted:
-            return asyncio.run(self._run(task, tools))
-        from agentturn.integrations import TurnEnded
-
-        try:
-            return asyncio.run(self._run(task, tools))
-        except TurnEnded as ended:  # what the adapter's user reads: the typed outcome
-            return RunResult(success=False, text=ended.outcome.text,
-                             outcome=type(ended).__name__, finish_reason=ended.finish_reason,
-                             error=str(ended))
 
     async def _run(self, task: Task, tools: Tools) -> RunResult:
         from pydantic_ai import Agent
