@@ -201,7 +201,6 @@ class Driver(Generic[S]):
         self._wake: anyio.Event | None = None
         #: Tasks waiting on ``_changed`` (made anew only when one waits: most steps have none).
         self._waiters = 0
-        self._running = False
         #: The loop task's id (sinks run in it: see ``_not_from_the_loop``).
         self._loop_task: int | None = None
         self._closed = False
@@ -286,7 +285,6 @@ class Driver(Generic[S]):
         self._trace.start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._running = True
         self._tg.start_soon(self._guarded, self._loop)
         for command in self._rearm:
             self._start(command)
@@ -296,7 +294,8 @@ class Driver(Generic[S]):
     # driver swallows only the cancellation its own task group caused)
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        if self._tg is None or not self._running:
+        group = self._tg
+        if group is None or self._ended:
             raise DriverClosed("the driver was never started (use `async with`)")
         # The host's own exception in the ``async with`` body (a ``fail_after`` that ran out, a
         # bug, ``KeyboardInterrupt``) ends the driver at once and comes out as it was raised,
@@ -308,15 +307,14 @@ class Driver(Generic[S]):
                 await self.aclose()
         finally:
             self._closed = True
-            self._tg.cancel_scope.cancel()
+            group.cancel_scope.cancel()
             try:
                 if own:
-                    suppress = await self._tg.__aexit__(None, None, None)
+                    suppress = await group.__aexit__(None, None, None)
                 else:
-                    suppress = await self._tg.__aexit__(exc_type, exc, tb)
+                    suppress = await group.__aexit__(exc_type, exc, tb)
             finally:
                 self._ended = True
-                self._running = False
                 self._queue.clear()
                 self._trace.end()
                 self._notify()
@@ -350,6 +348,11 @@ class Driver(Generic[S]):
 
     async def _close(self, reason: str) -> None:
         raise NotImplementedError
+
+    @property
+    def _running(self) -> bool:
+        """Started (``async with``) and not ended: input and answers may be queued."""
+        return self._tg is not None and not self._ended
 
     def _not_from_the_loop(self, what: str) -> None:
         """Refuse a wait from inside a sink: the loop awaits the sink, so a sink that awaited
