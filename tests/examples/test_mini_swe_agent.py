@@ -18,7 +18,6 @@ fails.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -26,7 +25,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -35,12 +33,7 @@ from typing import Any
 import anyio
 import pytest
 
-# Before anything imports minisweagent or litellm: a configuration folder of the test's own, no
-# banner, no cost-map fetch.
-_CONFIG = tempfile.TemporaryDirectory(prefix="mswea-config-")
-os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = _CONFIG.name
-os.environ["MSWEA_SILENT_STARTUP"] = "1"
-os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+import mini_swe_guard  # isort: skip  (tests/examples is on sys.path: pytest's prepend imports)
 
 #: Every name lookup or connection to a host other than loopback, as "event host".
 REMOTE: list[str] = []
@@ -60,17 +53,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)  # cannot be removed: it only appends to REMOTE
-
-# The scripted server's own dependencies (the openai-host extra, which the examples install)
-# first: the suite's plain runs, without the examples, skip this file even under CI.
-for _module in ("starlette", "uvicorn"):
-    pytest.importorskip(_module)
-if importlib.util.find_spec("minisweagent") is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("mini-swe-agent is not installed under CI: .ci/run installs it with "
-                           "pip install -e '.[mini-swe]'")
-    pytest.skip("mini-swe-agent is not installed (pip install -e '.[mini-swe]')",
-                allow_module_level=True)
+# Before anything imports minisweagent or litellm (its configuration folder, no banner, no
+# cost-map fetch), and whether this file runs at all.
+mini_swe_guard.prepare()
 
 import agentturn as at  # noqa: E402
 from agentturn.tools.check import check  # noqa: E402

@@ -118,7 +118,7 @@ class ShieldsItsStream(ReferenceHost):
     connection pool"): Stop's ``CancelStream`` never reaches it."""
 
     async def model(self, command: c.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
-        stream = await self.world.engine.create(self.messages(command))
+        stream = await self.create(self.messages(command))
         while True:
             with anyio.CancelScope(shield=True):
                 try:
@@ -141,6 +141,17 @@ class ToolOutlivesTheTurn(ReferenceHost):
             result: aio.ToolResult = running.result()
             return result
         return aio.ToolResult(output="stopped", cancelled=True)
+
+
+class TokenLimitAsAFailure(ReferenceHost):
+    """Lets the SDK's "context length exceeded" error out as it is: the session hears a failed
+    stream and offers a retry that is refused the same way (TL-2: its own outcome)."""
+
+    async def model(self, command: c.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
+        stream = await self.world.engine.create(self.messages(command))
+        async with stream:
+            async for chunk in stream:
+                yield chunk
 
 
 class OwnClock(aio.ManualClock):
@@ -192,6 +203,8 @@ CATALOGUE: dict[str, Bug] = {
                               r"\[cancel|liveness", "TL-2"),
     "tool-outlives-the-turn": Bug(AsyncSpec(make_effects=_host(ToolOutlivesTheTurn)),
                                   r"tools-as-asked|effects-ended", "TL-4"),
+    "token-limit-as-a-failure": Bug(AsyncSpec(make_effects=_host(TokenLimitAsAFailure)),
+                                    r"\[token-limit, TL-2\]", "TL-2"),
     "timer-never-armed": Bug(AsyncSpec(make_effects=_host(ReferenceHost),
                                        make_clock=lambda world: OwnClock()),
                              r"\[timers|liveness", "SO-4"),

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+import agentturn as at
 from agentturn.testing.asyncio_kit import AsyncSpec, check, reference_effects
 from agentturn.testing.profiles import STEPS
 
@@ -42,3 +44,24 @@ def test_the_reference_host_passes_on_the_same_seeds() -> None:
     """The rules are no stricter than the spec: the reference host on the driver never fails."""
     for run_seed in SEEDS:
         check(AsyncSpec(make_effects=reference_effects), CATCH, run_seed=run_seed)
+
+
+#: A chat with no session around it: the kit runs the host on an ``aio.TurnDriver``.
+TURN = at.TurnConfig(auto_title=True)
+#: The catalogue's bugs that are not the session's timers (a turn driver has none).
+TURN_BUGS = [name for name in CATALOGUE if not name.startswith("timer")]
+
+
+@pytest.mark.req("TL-2", "TL-4", "TL-5", "TL-8", "TL-11", "LD-7", "TT-3")
+@pytest.mark.parametrize("name", TURN_BUGS)
+def test_on_a_turn_driver_the_kit_catches_the_bug(name: str) -> None:
+    """The same buggy effects on a turn driver (``AsyncSpec(config=TurnConfig(...))``): the
+    same rule catches them."""
+    bug = CATALOGUE[name]
+    with pytest.raises(AssertionError, match=bug.rule):
+        check(attrs.evolve(bug.spec, config=TURN), CATCH, run_seed=0)
+
+
+def test_on_a_turn_driver_the_reference_host_passes() -> None:
+    for run_seed in SEEDS:
+        check(AsyncSpec(make_effects=reference_effects, config=TURN), CATCH, run_seed=run_seed)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import Phase, settings
 
@@ -19,6 +20,7 @@ import agentturn as at
 from agentturn import aio
 from agentturn.testing import profiles
 from agentturn.testing.asyncio_kit import (
+    TOOLS,
     AsyncSpec,
     ProgramMismatch,
     ReferenceHost,
@@ -26,6 +28,7 @@ from agentturn.testing.asyncio_kit import (
     SentOther,
     SentToolResult,
     SentUser,
+    WorldTool,
     answer,
     check,
     from_anthropic,
@@ -184,3 +187,62 @@ def test_the_same_seed_finds_the_same_program() -> None:
         found.append(str(caught.value))
     assert found[0] == found[1]
     assert re.search(bug.rule, found[0])
+
+
+class LosesItsBookkeeping(ReferenceHost):
+    """Looks a Lead up in a table of its own that a failed save never filled: a ``KeyError``
+    of the host's own, which the driver reports as the request's failure."""
+
+    async def model(self, command: at.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
+        texts: dict[str, str] = {}
+        for lead_id in command.lead_ids:
+            texts[lead_id] = texts.pop(lead_id)
+        async for chunk in super().model(command):
+            yield chunk
+
+
+class WrapsTheWorldsErrors(ReferenceHost):
+    """Raises an error type of its own from the storage's (``raise ... from error``): still the
+    world's failure, not the host's."""
+
+    async def persist(self, command: at.Persist) -> None:
+        try:
+            await super().persist(command)
+        except Exception as error:
+            raise RuntimeError("the save failed") from error
+
+
+@pytest.mark.req("TL-11")
+def test_an_exception_of_the_hosts_own_is_a_finding() -> None:
+    """An effect that raises what no client raised is a bug of the host's, told as such; one
+    that raises from the world's own failure is not."""
+    program = [user("prompt"), answer("storage#1", "ok"), user("lead"),
+               answer("storage#2", "ok"), answer("engine#1", "open"),
+               answer("engine#1", "read_file"), answer("storage#3", "ok")]
+    with pytest.raises(AssertionError, match=r"\[host-error, TL-11\] the model effect for "
+                                             r"p1/r2 raised KeyError: 'L2'"):
+        replay(AsyncSpec(make_effects=LosesItsBookkeeping.effects_for), program)
+    replay(AsyncSpec(make_effects=WrapsTheWorldsErrors.effects_for),
+           [user("prompt"), answer("storage#1", "fail"), user("continue"),
+            answer("storage#2", "timeout")])
+
+
+@pytest.mark.req("TL-3", "TL-8")
+def test_the_worlds_tools_in_the_hosts_own_vocabulary() -> None:
+    """The world's three tools as one ``bash`` tool: the rules follow the world's tool, not the
+    name (a write is still never stopped part-way, and still needs the user's allow); a map
+    that leaves one out is refused, naming the field."""
+    bash = {kind: WorldTool("bash", json.dumps({"command": kind}), writes=shape.writes,
+                            needs_permission=shape.needs_permission)
+            for kind, shape in TOOLS.items()}
+    spec = AsyncSpec(make_effects=reference_effects, tools=bash)
+    run = Run(spec, Listed(PLAIN), steps=len(PLAIN), verbose=True)
+    assert run.play() == []
+    assert any("name='bash'" in line for line in run.log)
+    kills = attrs.evolve(CATALOGUE["cancel-kills-writes"].spec, tools=bash)
+    with pytest.raises(AssertionError, match=r"\[cancel, TL-8\] the write c1 was stopped"):
+        replay(kills, [user("prompt"), answer("storage#1", "ok"), answer("engine#1", "open"),
+                       answer("engine#1", "write_file"), answer("storage#2", "ok"),
+                       answer("dialog#1", "allow"), user("stop")])
+    with pytest.raises(ValueError, match=r"tools must map each of the world's tools"):
+        AsyncSpec(make_effects=reference_effects, tools={"read_file": TOOLS["read_file"]})

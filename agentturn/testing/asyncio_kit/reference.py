@@ -25,12 +25,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from ... import commands as c
-from ...aio import DrainReply, Effects, HookVerdict, StopSignal, ToolResult
+from ...aio import DrainReply, Effects, HookVerdict, StopSignal, TokenLimitError, ToolResult
 from ...events import PermissionDecision
 from ...records import ResponseRecord, ToolResultRecord, UserMessageRecord
 from ...session import vocabulary as sv
 from ..adapter import ReferenceAdapter
-from .world import AsyncWorld, Tools
+from .world import AsyncWorld, ContextTooLong, EngineStream
 
 __all__ = ["ReferenceHost", "chat_messages", "reference_effects"]
 
@@ -81,8 +81,16 @@ class ReferenceHost:
     def messages(self, command: c.RequestModelStream) -> list[dict[str, Any]]:
         return chat_messages(self.adapter.transcript(command, self))  # type: ignore[arg-type]
 
+    async def create(self, messages: list[dict[str, Any]]) -> EngineStream:
+        """The engine's stream for ``messages``; a refusal for the request's length is told as
+        :class:`~agentturn.aio.TokenLimitError` (its own outcome, TL-2), not a failed stream."""
+        try:
+            return await self.world.engine.create(messages)
+        except ContextTooLong as error:
+            raise TokenLimitError(str(error)) from error
+
     async def model(self, command: c.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
-        stream = await self.world.engine.create(self.messages(command))
+        stream = await self.create(self.messages(command))
         async with stream:
             async for chunk in stream:
                 yield chunk
@@ -109,7 +117,7 @@ class ReferenceHost:
 
     def effects(self) -> Effects:
         return Effects(persist=self.persist, model=self.model, permission=self.permission,
-                       tool=self.tool, review=Tools.review, save_lead=self.save_lead,
+                       tool=self.tool, review=self.world.tools.review, save_lead=self.save_lead,
                        title=self.title, stop_hooks=self.stop_hooks, drain=self.drain)
 
 

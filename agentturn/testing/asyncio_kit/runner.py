@@ -4,9 +4,12 @@ Theory of operation
 -------------------
 :class:`Run` plays one schedule. It builds the world (:class:`AsyncWorld`), asks the host for
 its effects against it (``spec.make_effects(world)``), wraps each effect so the kit knows which
-command every running piece of host code works for (:data:`~.world.CURRENT`), and runs an
-:class:`agentturn.aio.SessionDriver` on asyncio with the world's
-:class:`~agentturn.aio.ManualClock`.
+command every running piece of host code works for (:data:`~.world.CURRENT`), and runs the
+driver the host runs on asyncio with the world's :class:`~agentturn.aio.ManualClock`: an
+:class:`agentturn.aio.SessionDriver` for a :class:`~agentturn.session.SessionConfig`, an
+:class:`agentturn.aio.TurnDriver` for a :class:`~agentturn.TurnConfig` (a chat with no
+session around it: the user's prompt starts a turn when none runs, and there are no clients,
+Stop hooks or guard).
 Then, over and over: wait until every task is blocked (:func:`~.schedule.settle`), check the
 rules, and make one move the chooser picks (end a pending job with an outcome, a user action,
 time passing). After the last move the world turns *calm* — every pending job ends plainly,
@@ -22,6 +25,10 @@ Rules checked at every quiescent point, beyond the world's own (:mod:`.world`):
 * ``cancel`` (TL-2, TL-3): after ``CancelStream`` the model effect has ended (a task that
   shields itself keeps the stream open and holds the driver's one-stream lock), after
   ``DismissPermission`` the dialog's effect has ended;
+* ``host-error`` (TL-11): an effect raises only what a client of the world raised, or an
+  exception raised from one; anything else (a ``KeyError`` in the host's bookkeeping) is a bug
+  of the host's own, which the driver can only report as the command's failure: the turn ends
+  on an error no service made, and a retry meets it again;
 * ``effects-ended``: no job runs for an effect that already returned (a task the host spawned
   and let run: a tool result that lands after its turn ended, a write acknowledged before it
   is durable);
@@ -31,7 +38,9 @@ Rules checked at every quiescent point, beyond the world's own (:mod:`.world`):
   and only once the tool ended;
 * ``timers``: each ``TimerFired`` comes once, when the clock reaches the timer's deadline;
 * ``no-text-lost`` (LD-7, LD-13), ``session-invariant``, ``hard-bound`` (SG-B4): as in the
-  synchronous kit (:mod:`agentturn.session.invariants` on every step the driver takes).
+  synchronous kit (:mod:`agentturn.session.invariants` on every step the driver takes); on a
+  turn driver, *no text lost* end to end (every text typed is saved, handed back, or still
+  held by the turn) and *never stuck* (a running turn awaits an answer, none twice).
 
 A broken rule stops the run; the runner reports the rules and the program that broke them.
 """
@@ -47,7 +56,7 @@ import attrs
 from ... import commands as c
 from ... import events as e
 from ..._base import Event, Step
-from ...aio import Clock, Effects, SessionDriver
+from ...aio import Clock, Effects, SessionDriver, TurnDriver
 from ...guard import GuardConfig
 from ...records import UserMessageRecord
 from ...session import outstanding
@@ -55,10 +64,11 @@ from ...session import vocabulary as sv
 from ...session.invariants import HardBound, held_texts, lost_texts, stuck
 from ...session.state import SessionConfig, SessionPhase, SessionState
 from ...session.waiting import WaitKind, waiting_for
-from ...turn.state import TurnConfig
+from ...turn import outstanding as turn_outstanding
+from ...turn.state import TurnConfig, TurnPhase, TurnState
 from ..received import Reader
 from .schedule import Chooser, Move, ProgramMismatch, answer, settle, tick, user
-from .world import CURRENT, OUTCOMES, AsyncWorld, EffectRun
+from .world import CURRENT, OUTCOMES, TOOLS, AsyncWorld, EffectRun, WorldTool
 
 __all__ = ["TABLE", "AsyncSpec", "Run"]
 
@@ -87,6 +97,13 @@ def default_config() -> SessionConfig:
                          guard=GuardConfig(todo_stop_guard=True, daemon=True))
 
 
+def _every_tool(spec: AsyncSpec, field: attrs.Attribute[Any],
+                tools: Mapping[str, WorldTool]) -> None:
+    if set(tools) != set(TOOLS):
+        raise ValueError(f"tools must map each of the world's tools {sorted(TOOLS)} to a "
+                         f"WorldTool; got {sorted(tools)}")
+
+
 @attrs.frozen(kw_only=True)
 class AsyncSpec:
     """A host to check: its effects against the world, and how its requests read."""
@@ -96,7 +113,13 @@ class AsyncSpec:
     #: The format of the message list the host sends the engine (a name of
     #: :data:`agentturn.testing.received.READERS`, or a reader of the host's own).
     request_format: str | Reader = "openai-chat"
-    config: SessionConfig = attrs.field(factory=default_config)
+    #: A session's configuration (the kit runs a :class:`~agentturn.aio.SessionDriver`) or a
+    #: turn's (a :class:`~agentturn.aio.TurnDriver`, for the chat :attr:`chat_id`).
+    config: SessionConfig | TurnConfig = attrs.field(factory=default_config)
+    chat_id: str = "chat"
+    #: How the engine calls the world's tools in the host's vocabulary (:class:`WorldTool`).
+    tools: Mapping[str, WorldTool] = attrs.field(factory=lambda: dict(TOOLS),
+                                                 validator=_every_tool)
     #: The clock the driver's timers wait on (a host's own :class:`agentturn.aio.Clock`
     #: built on the world's); the world's :class:`~agentturn.aio.ManualClock` by default.
     make_clock: Callable[[AsyncWorld], Clock] | None = None
@@ -110,8 +133,9 @@ class _Found(Exception):
 class _Tracked:
     """The host's model iterator, watched: the effect run ends when the iterator does."""
 
-    def __init__(self, run: EffectRun, inner: AsyncIterator[Mapping[str, Any]]) -> None:
-        self._run, self._inner = run, inner
+    def __init__(self, run: EffectRun, inner: AsyncIterator[Mapping[str, Any]],
+                 raised: Callable[[EffectRun, Exception], None]) -> None:
+        self._run, self._inner, self._raised = run, inner, raised
 
     def __aiter__(self) -> _Tracked:
         return self
@@ -119,6 +143,13 @@ class _Tracked:
     async def __anext__(self) -> Mapping[str, Any]:
         try:
             return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._run.ended = True
+            raise
+        except Exception as error:
+            self._run.ended = True
+            self._raised(self._run, error)
+            raise
         except BaseException:
             self._run.ended = True
             raise
@@ -137,8 +168,11 @@ class Run:
 
     def __init__(self, spec: AsyncSpec, chooser: Chooser, steps: int, verbose: bool) -> None:
         self.spec, self.chooser, self.steps, self.verbose = spec, chooser, steps, verbose
-        self.world = AsyncWorld(spec.request_format)
-        self.state = SessionState.create(spec.config)
+        self.world = AsyncWorld(spec.request_format, spec.tools)
+        self.turn_only = isinstance(spec.config, TurnConfig)
+        self.state: Any = (TurnState.create(spec.chat_id, spec.config)
+                           if isinstance(spec.config, TurnConfig)
+                           else SessionState.create(spec.config))
         self.program: list[Move] = []
         self.log: list[str] = []
         self.runs: list[EffectRun] = []
@@ -151,7 +185,7 @@ class Run:
         self.cancelled: set[tuple[str, str]] = set()
         self.number = 0
         self.attached = True
-        self.driver: SessionDriver | None = None
+        self.driver: SessionDriver | TurnDriver | None = None
         self.mismatch: ProgramMismatch | None = None
 
     # --- playing --------------------------------------------------------------------------
@@ -187,14 +221,22 @@ class Run:
                           f"closed (still running after {SAFETY_SECONDS} s of wall clock)")
         world.frozen = True
 
+    def _driver(self, clock: Clock) -> SessionDriver | TurnDriver:
+        spec = self.spec
+        effects = self._wrap(spec.make_effects(self.world))
+        if isinstance(spec.config, TurnConfig):
+            return TurnDriver(spec.chat_id, spec.config, effects,
+                              max_output_tokens=spec.max_output_tokens, clock=clock,
+                              on_step=self._stepped)
+        return SessionDriver(spec.config, effects, max_output_tokens=spec.max_output_tokens,
+                             clock=clock, on_step=self._stepped)
+
     async def _drive(self, clock: Clock) -> None:
-        world = self.world
-        async with SessionDriver(self.spec.config, self._wrap(self.spec.make_effects(world)),
-                                 max_output_tokens=self.spec.max_output_tokens,
-                                 clock=clock, on_step=self._stepped) as driver:
+        async with self._driver(clock) as driver:
             self.driver = driver
             try:
-                driver.send_nowait(sv.ClientAttached(client_id="ui"))
+                if not self.turn_only:
+                    driver.send_nowait(sv.ClientAttached(client_id="ui"))
                 await self._quiet()
                 while len(self.program) < self.steps and self.chooser.more():
                     options = self._possible()
@@ -255,6 +297,9 @@ class Run:
                 started = self._begin(kind, command)
                 try:
                     return await effect(command, *rest)
+                except Exception as error:
+                    self._raised(started, error)
+                    raise
                 finally:
                     started.ended = True
 
@@ -263,7 +308,7 @@ class Run:
         model = effects.model
 
         def watched_model(command: c.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
-            return _Tracked(self._begin("model", command), model(command))
+            return _Tracked(self._begin("model", command), model(command), self._raised)
 
         return attrs.evolve(
             effects, persist=plain("persist", effects.persist), model=watched_model,
@@ -272,17 +317,33 @@ class Run:
             title=plain("title", effects.title), stop_hooks=plain("hooks", effects.stop_hooks),
             drain=plain("drain", effects.drain))
 
+    def _raised(self, run: EffectRun, error: Exception) -> None:
+        if not self.world.raised(error):
+            self.world.violate("host-error", "TL-11", f"the {run.kind} effect for {run.key} "
+                               f"raised {type(error).__name__}: {error} (no client of the world "
+                               "raised it: a bug in the host's own code, reported to the "
+                               "session as the command's failure)")
+
     # --- what the session hears -------------------------------------------------------------
 
     def _stepped(self, event: Event, step: Step[Any]) -> None:
         before, after, commands, world = self.state, step.state, step.commands, self.world
         self.state = after
         self._note(lambda: f"   -> {event!r}")
-        for problem in (*lost_texts(before, event, after, commands), *stuck(after)):
-            world.violate("session-invariant", "no text lost / never stuck", problem)
-        self.monitor, problems = self.monitor.step(before, event, after, commands)
-        for problem in problems:
-            world.violate("hard-bound", "SG-B4", problem)
+        if self.turn_only:
+            for problem in _turn_stuck(after):
+                world.violate("session-invariant", "never stuck", problem)
+        else:
+            for problem in (*lost_texts(before, event, after, commands), *stuck(after)):
+                world.violate("session-invariant", "no text lost / never stuck", problem)
+            self.monitor, problems = self.monitor.step(before, event, after, commands)
+            for problem in problems:
+                world.violate("hard-bound", "SG-B4", problem)
+        if isinstance(event, e.StreamFailed) and event.request_id in world.too_long:
+            world.violate("token-limit", "TL-2", f"{event.request_id} was refused for its "
+                          "length, but the session heard StreamFailed: raise "
+                          "aio.TokenLimitError from the SDK's error, so the request ends with "
+                          "its own outcome (a retry is refused the same way)")
         if isinstance(event, e.Persisted | e.LeadSaved):
             key = event.key if isinstance(event, e.Persisted) else event.lead_id
             missing = [r for r in self.writes.pop(key, ()) if r not in world.saved]
@@ -370,7 +431,7 @@ class Run:
                               "waits on nothing the world will answer (an exception "
                               "swallowed?): the session waits forever")
         running = {(run.kind, run.key) for run in self.runs if not run.ended}
-        for owed in outstanding(self.state):
+        for owed in (turn_outstanding if self.turn_only else outstanding)(self.state):
             if owed.command is sv.StartTimer:
                 if owed.answer_id not in self.timers:
                     world.violate("liveness", "never stuck", f"the session waits on timer "
@@ -386,7 +447,8 @@ class Run:
         saved = {("user", r.message_id) for r in world.saved if isinstance(r, UserMessageRecord)}
         saved.update(("lead", lead) for message, lead in self.lead_messages.items()
                      if ("user", message) in saved)
-        lost = self.typed - saved - self.fates - held_texts(self.state)
+        held = _turn_held(self.state) if self.turn_only else held_texts(self.state)
+        lost = self.typed - saved - self.fates - held
         if lost:
             world.violate("no-text-lost", "LD-7, LD-13", f"typed and gone: {sorted(lost)}")
 
@@ -406,15 +468,21 @@ class Run:
             options.extend((answer(job.name, outcome), weight, f"{stage}:{outcome}")
                            for outcome, weight in job.options)
         phase = self.state.phase
-        runs = phase not in (SessionPhase.IDLE, SessionPhase.CLOSED)
         tool_runs = bool(self.world.running("tool"))
-        retry = any(w.kind is WaitKind.RETRY for w in waiting_for(self.state))
+        if self.turn_only:  # a prompt starts a turn when none runs; no clients
+            runs = phase is not TurnPhase.IDLE
+            retry = self.state.resume_phase is not None
+            prompt = (4, not runs)
+        else:
+            runs = phase not in (SessionPhase.IDLE, SessionPhase.CLOSED)
+            retry = any(w.kind is WaitKind.RETRY for w in waiting_for(self.state))
+            prompt = (1 if runs else 4, phase is not SessionPhase.CLOSED)
         for action, weight, possible in (
-                ("prompt", 1 if runs else 4, phase is not SessionPhase.CLOSED),
+                ("prompt", *prompt),
                 ("lead", 2, runs),
                 ("stop", 4 if tool_runs else 1, runs),
                 ("rename", 1, runs),
-                ("detach", 1, self.attached and runs),
+                ("detach", 1, self.attached and runs and not self.turn_only),
                 ("attach", 4, not self.attached),
                 ("continue", 3, retry)):
             if possible:
@@ -440,11 +508,15 @@ class Run:
     def _act(self, action: str) -> None:
         assert self.driver is not None
         self.number += 1
-        n, chat = self.number, self.spec.config.chat_id
+        config = self.spec.config
+        n, chat = self.number, (self.spec.chat_id if isinstance(config, TurnConfig)
+                                else config.chat_id)
         event: Event
         if action == "prompt":
             self.typed.add(("user", f"p{n}-m"))
-            event = sv.PromptQueued(prompt_id=f"p{n}", message_id=f"p{n}-m", text=f"prompt {n}")
+            event = (e.PromptSubmitted(turn_id=f"p{n}", message_id=f"p{n}-m", text=f"prompt {n}")
+                     if self.turn_only else
+                     sv.PromptQueued(prompt_id=f"p{n}", message_id=f"p{n}-m", text=f"prompt {n}"))
         elif action == "lead":
             self.typed.add(("lead", f"L{n}"))
             event = e.LeadSubmitted(chat_id=chat, lead_id=f"L{n}", text=f"lead {n}")
@@ -459,7 +531,8 @@ class Run:
             self.attached = True
             event = sv.ClientAttached(client_id="ui")
         else:
-            event = e.ContinueTurn(turn_id=self.state.turn.turn_id)
+            turn = self.state if self.turn_only else self.state.turn
+            event = e.ContinueTurn(turn_id=turn.turn_id)
         self.driver.send_nowait(event)
 
     async def _calm(self) -> None:
@@ -471,7 +544,7 @@ class Run:
                 job = pending[0]
                 job.answer(CALM.get("engine-open" if job.stage == "open" else job.kind,
                                     job.options[0][0]))
-            elif self.timers and self.state.phase is not SessionPhase.CLOSED:
+            elif self.timers and self.state.phase is not SessionPhase.CLOSED:  # (turn: no timers)
                 self._tick()
             else:
                 return
@@ -480,7 +553,7 @@ class Run:
                            "world")
         raise _Found
 
-    async def _close(self, driver: SessionDriver) -> None:
+    async def _close(self, driver: SessionDriver | TurnDriver) -> None:
         """Close the driver while the calm world answers what closing still needs."""
         closed = False
 
@@ -506,3 +579,23 @@ class Run:
             group.cancel_scope.cancel()
         self.world.violate("liveness", "never stuck", "closing the driver never ended")
         raise _Found
+
+
+def _turn_held(state: TurnState) -> set[tuple[str, str]]:
+    """What a turn (with no session around it) still holds of the texts typed: the records it
+    has to write or owes, its Lead instructions."""
+    held = {("user", record.message_id) for record in (*state.batch, *state.owed)
+            if isinstance(record, UserMessageRecord)}
+    held.update(("lead", entry.lead_id) for entry in (*state.lead.entries, *state.request_leads))
+    return held
+
+
+def _turn_stuck(state: TurnState) -> list[str]:
+    """*Never stuck* for a turn: a running turn awaits an answer, and no answer twice."""
+    answers = turn_outstanding(state)
+    problems = []
+    if state.phase is not TurnPhase.IDLE and not answers:
+        problems.append(f"never stuck: a {state.phase.name} turn awaits no answer")
+    if len({(o.command, o.answer_id) for o in answers}) != len(answers):
+        problems.append("never stuck: an awaiting command is outstanding twice")
+    return problems

@@ -27,11 +27,20 @@ each ``[rule, IDs] text``. The rules seen here:
   each tool result stored, and sent once;
 * ``one-retry`` (TL-6, TL-11): one engine request per ``RequestModelStream`` (an SDK's own
   retries send it twice);
+* ``token-limit`` (TL-2, with the runner): a request the engine refused for its length
+  (:class:`ContextTooLong`) ends with its own outcome, ``TokenLimitRejected``, not as a failed
+  stream the user would retry into the same refusal;
 * ``one-stream`` (TT-3): never a naming request beside an open model stream;
 * ``storage`` (TL-5, LD-7): storage holds each record once;
 * ``tools-as-asked`` (TL-4), ``permission`` (TL-3), ``cut-off`` (TL-9, TL-6), ``cancel`` (TL-8):
   a tool runs only inside its ``ExecuteTool``'s effect, one at a time, never from a cut-off or
   malformed response, a write only after the user's allow; a write is never stopped part-way.
+
+The engine calls the world's three tools (``read_file``, ``write_file``, ``todo_write``) in the
+host's own tool vocabulary: :class:`WorldTool` says, for each, the name and arguments the
+engine writes and what the world holds it to (a write never stops part-way; a call that needs
+the user's allow). A host with other tools (one ``bash`` tool, say) maps the three onto its
+own; the world knows each call it sent by its id.
 
 The rules that need the session's side (acknowledgements, liveness, cancels, timers, no text
 lost) are the runner's (:mod:`agentturn.testing.asyncio_kit.runner`).
@@ -40,9 +49,8 @@ lost) are the runner's (:mod:`agentturn.testing.asyncio_kit.runner`).
 from __future__ import annotations
 
 import contextvars
-import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -54,16 +62,35 @@ from ...events import PermissionDecision
 from ...records import ToolCall, ToolResultRecord, UserMessageRecord
 from ..received import READERS, Reader, SentAssistant, SentToolResult, SentUser
 
-__all__ = ["CURRENT", "NEEDS_PERMISSION", "WRITES", "AsyncWorld", "EffectRun", "Job",
-           "StorageError", "WorldError"]
+__all__ = ["CURRENT", "TOOLS", "AsyncWorld", "ContextTooLong", "EffectRun", "Job",
+           "StorageError", "WorldError", "WorldTool"]
 
-#: Tools that change files: never stopped part-way, and run only after the user allowed.
-WRITES = frozenset({"write_file"})
-NEEDS_PERMISSION = WRITES
+
+@attrs.frozen
+class WorldTool:
+    """One of the world's tools as the engine calls it for this host: the name and the JSON
+    arguments of the call, in the host's own tool vocabulary, and what the world holds the
+    call to."""
+
+    name: str
+    arguments: str
+    #: It changes files: never stopped part-way (TL-8), whatever the user does.
+    writes: bool = False
+    #: It runs only after the user allowed it (TL-3); the world's review asks for the dialog.
+    needs_permission: bool = False
+
+
+#: The world's tools for a host whose tools are these three (the kit's default).
+TOOLS: dict[str, WorldTool] = {
+    "read_file": WorldTool("read_file", '{"path": "notes.txt"}'),
+    "write_file": WorldTool("write_file", '{"path": "notes.txt"}', writes=True,
+                            needs_permission=True),
+    "todo_write": WorldTool("todo_write", '{"path": "notes.txt"}'),
+}
 #: Every outcome a job of each kind can be ended with, the plainest first.
 OUTCOMES: dict[str, tuple[tuple[str, int], ...]] = {
     "storage": (("ok", 8), ("fail", 1), ("timeout", 1)),
-    "engine": (("open", 6), ("fail", 1)),
+    "engine": (("open", 6), ("fail", 1), ("too-long", 1)),
     "engine-open": (("text", 3), ("read_file", 3), ("write_file", 3), ("todo_write", 2),
                     ("read_file+write_file", 1), ("cut:read_file", 1),
                     ("malformed:read_file", 1), ("fail", 1)),
@@ -81,6 +108,12 @@ class WorldError(Exception):
 
 class StorageError(WorldError):
     """A write failed: nothing was written."""
+
+
+class ContextTooLong(WorldError):
+    """The API refused the request for its length: it is over the model's context window (an
+    SDK's ``context_length_exceeded``). A host raises :class:`agentturn.aio.TokenLimitError`
+    for it, from it."""
 
 
 @attrs.define(eq=False)
@@ -144,10 +177,14 @@ class Job:
 class AsyncWorld:
     """The world behind a host's effects (see the module docstring)."""
 
-    def __init__(self, request_format: str | Reader = "openai-chat") -> None:
+    def __init__(self, request_format: str | Reader = "openai-chat",
+                 tools: Mapping[str, WorldTool] | None = None) -> None:
         self.reader: Reader = (READERS[request_format] if isinstance(request_format, str)
                                else request_format)
+        self.tool_shapes: Mapping[str, WorldTool] = TOOLS if tools is None else tools
+        self.kind_of: dict[str, str] = {}  # each call the engine sent -> the world's tool
         self.violations: list[str] = []
+        self.failures: list[Exception] = []  # every exception a client raised
         self.jobs: list[Job] = []
         self.counts: dict[str, int] = {}
         self.saved: list[Any] = []
@@ -166,8 +203,25 @@ class AsyncWorld:
         self.lead_texts: dict[str, str] = {}  # a Lead's text -> its id (SaveLead)
         self.given_leads: set[str] = set()
         self.sent_results: set[str] = set()
+        self.too_long: set[str] = set()  # requests the engine refused for their length
         #: Set by the runner once it found a broken rule: what the shutdown does is not judged.
         self.frozen = False
+
+    def failure(self, error: Exception) -> Exception:
+        """``error``, remembered as the world's: what a client raises (see :meth:`raised`)."""
+        self.failures.append(error)
+        return error
+
+    def raised(self, error: BaseException) -> bool:
+        """Whether ``error``, or an exception it was raised from, is one a client raised."""
+        seen: set[int] = set()
+        found: BaseException | None = error
+        while found is not None and id(found) not in seen:
+            if any(found is failure for failure in self.failures):
+                return True
+            seen.add(id(found))
+            found = found.__cause__ or found.__context__
+        return False
 
     def violate(self, rule: str, ids: str, text: str) -> None:
         if not self.frozen:
@@ -259,10 +313,18 @@ class AsyncWorld:
                 self.violate("engine-input", "LD-9", f"{rid} gives Lead {lead} but the model "
                              "never received its text")
 
-    def fresh_call(self, name: str) -> ToolCall:
+    def fresh_call(self, kind: str) -> ToolCall:
+        """A new call of the world's tool ``kind``, as the host's vocabulary writes it."""
         self.calls += 1
-        arguments = json.dumps({"path": "notes.txt"})
-        return ToolCall(call_id=f"c{self.calls}", name=name, arguments=arguments)
+        shape = self.tool_shapes[kind]
+        call = ToolCall(call_id=f"c{self.calls}", name=shape.name, arguments=shape.arguments)
+        self.kind_of[call.call_id] = kind
+        return call
+
+    def shape_of(self, call: ToolCall) -> WorldTool | None:
+        """What the world holds ``call`` to (None: the engine never sent that call)."""
+        kind = self.kind_of.get(call.call_id)
+        return None if kind is None else self.tool_shapes[kind]
 
 
 class Storage:
@@ -281,7 +343,7 @@ class Storage:
         outcome = await job.next()
         if outcome == "fail":
             job.end("failed")
-            raise StorageError("the write failed: nothing was written")
+            raise world.failure(StorageError("the write failed: nothing was written"))
         for record in records:
             if record in world.saved:
                 world.violate("storage", "TL-5", f"storage already holds {record!r}: the "
@@ -289,7 +351,8 @@ class Storage:
         world.saved.extend(records)
         job.end("done")
         if outcome == "timeout":
-            raise TimeoutError("the write landed but its acknowledgement timed out")
+            raise world.failure(TimeoutError("the write landed but its acknowledgement "
+                                                "timed out"))
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -315,7 +378,7 @@ class EngineStream:
             outcome = await self._job.next()
             if outcome == "fail":
                 self._job.end("failed")
-                raise ConnectionError("the connection dropped mid-stream")
+                raise self._world.failure(ConnectionError("the connection dropped mid-stream"))
             self._chunks.extend(self._response(outcome))
             self._ended = True
             self._job.end("done")
@@ -330,7 +393,9 @@ class EngineStream:
         if kind == "cut" or kind == "malformed":
             call = self._world.fresh_call(names)
             (self._world.cut_off if kind == "cut" else self._world.malformed).add(call.call_id)
-            arguments = call.arguments if kind == "cut" else '{"path": '
+            # malformed: the arguments end half-way (not JSON), the finish reason says calls
+            arguments = (call.arguments if kind == "cut"
+                         else call.arguments[:max(1, len(call.arguments) // 2)])
             return [_chunk({"tool_calls": [{"index": 0, "id": call.call_id, "type": "function",
                                             "function": {"name": call.name,
                                                          "arguments": arguments}}]}),
@@ -374,14 +439,19 @@ class Engine:
         outcome = await job.next()
         if outcome == "fail":
             job.end("failed")
-            raise WorldError("the API answered 500")
+            raise world.failure(WorldError("the API answered 500"))
+        if outcome == "too-long":
+            job.end("failed")
+            world.too_long.add(run.key if run is not None else "?")
+            raise world.failure(ContextTooLong("the request is over the model's context "
+                                               "window"))
         job.stage = "open"
         return EngineStream(world, job)
 
 
 class Tools:
-    """The tool runtime: ``await run(call, stop)`` runs a tool; a write (:data:`WRITES`) never
-    stops part-way, the others stop when ``stop`` is set."""
+    """The tool runtime: ``await run(call, stop)`` runs a tool; a write (:attr:`WorldTool.writes`)
+    never stops part-way, the others stop when ``stop`` is set."""
 
     def __init__(self, world: AsyncWorld) -> None:
         self._world = world
@@ -400,11 +470,15 @@ class Tools:
         if cid in world.cut_off | world.malformed:
             world.violate("cut-off", "TL-9, TL-6", f"{cid} ran from a response that did not "
                           "end normally")
-        if call.name in NEEDS_PERMISSION and cid not in world.allowed:
+        shape = world.shape_of(call)
+        if shape is None:
+            world.violate("tools-as-asked", "TL-4", f"{cid} ran, but the engine never sent a "
+                          "call with that id")
+        elif shape.needs_permission and cid not in world.allowed:
             world.violate("permission", "TL-3", f"{cid} ({call.name}) ran without the user's "
                           "allow")
         job = world.job("tool", call)
-        if call.name in WRITES:
+        if shape is not None and shape.writes:
             try:
                 outcome = await job.next()
             except anyio.get_cancelled_exc_class():
@@ -419,18 +493,19 @@ class Tools:
                 return ToolResult(output="stopped before it ended", cancelled=True)
         if outcome == "fail":
             job.end("failed")
-            raise WorldError(f"{call.name} failed")
+            raise world.failure(WorldError(f"{call.name} failed"))
         job.end("done")
-        if call.name == "todo_write":
+        if world.kind_of.get(cid) == "todo_write":
             return ToolResult(output="todos saved", structured={"type": "todo_list", "todos": [
                 {"id": "1", "content": "step 1", "status": "completed"},
                 {"id": "2", "content": "step 2", "status": "pending"}]})
         return ToolResult(output=f"{call.name} ok")
 
-    @staticmethod
-    def review(call: ToolCall) -> CallReview:
-        """The world's permission policy: a write waits for the user's allow (TL-3)."""
-        return CallReview(needs_permission=call.name in NEEDS_PERMISSION)
+    def review(self, call: ToolCall) -> CallReview:
+        """The world's permission policy: a call whose tool needs it waits for the user's
+        allow (TL-3)."""
+        shape = self._world.shape_of(call)
+        return CallReview(needs_permission=shape is not None and shape.needs_permission)
 
 
 class User:
@@ -444,7 +519,7 @@ class User:
         outcome = await job.next()
         job.end("done")
         if outcome == "close":
-            raise WorldError("the dialog was closed")
+            raise self._world.failure(WorldError("the dialog was closed"))
         if outcome == "allow":
             self._world.allowed.add(call.call_id)
             return PermissionDecision.ALLOW
@@ -467,7 +542,7 @@ class Namer:
         outcome = await job.next()
         job.end("done")
         if outcome == "fail":
-            raise WorldError("the namer failed")
+            raise world.failure(WorldError("the namer failed"))
         return "A title"
 
 
@@ -495,7 +570,7 @@ class Hooks:
         outcome = await job.next()
         job.end("done")
         if outcome == "fail":
-            raise WorldError("the hook crashed")
+            raise self._world.failure(WorldError("the hook crashed"))
         return HookVerdict(block=outcome == "block",
                            reason="The tests fail." if outcome == "block" else None)
 
