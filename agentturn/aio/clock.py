@@ -57,8 +57,13 @@ class ManualClock:
 
     @property
     def sleepers(self) -> int:
-        """How many sleeps are waiting (cancelled ones included until the next advance)."""
+        """How many sleeps are waiting."""
         return sum(not event.is_set() for _, _, event in self._sleepers)
+
+    def next_deadline(self) -> float | None:
+        """When the earliest sleep still waiting is due (``None``: no sleep waits)."""
+        return min((deadline for deadline, _, event in self._sleepers if not event.is_set()),
+                   default=None)
 
     def time(self) -> float:
         return self.now
@@ -69,7 +74,10 @@ class ManualClock:
             return
         event = anyio.Event()
         heapq.heappush(self._sleepers, (deadline, next(self._order), event))
-        await event.wait()
+        try:
+            await event.wait()
+        finally:
+            event.set()  # a sleep cancelled is no longer waited for
 
     async def sleep(self, seconds: float) -> None:
         await self.sleep_until(self.now + seconds)

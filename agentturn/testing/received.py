@@ -17,8 +17,9 @@ Each returns a tuple of :data:`Sent` items, in order: :class:`SentUser` (user te
 :class:`~agentturn.ToolCall` values), :class:`SentToolResult` (a tool's result, in whatever
 message shape the format gives it) and :class:`SentOther` for anything else (a system prompt,
 an image, a format's own item kinds), kept whole so nothing a host sends is silently dropped.
-A user message's text parts are joined with no separator; an Anthropic user message that
-carries tool results and text gives the results first, then the text.
+Each text part of a user message is a text of its own, in order with the message's other parts
+(a host that joins consecutive user turns into one message, as Anthropic's alternating roles
+ask, sends the prompt and a Lead as two parts); an assistant message's text parts are joined.
 
 :data:`READERS` maps a format's name (``"openai-chat"``, ``"openai-responses"``,
 ``"anthropic"``) to its converter; a host with another format passes its own function of the
@@ -89,6 +90,16 @@ def _text(content: Any, kinds: tuple[str, ...]) -> tuple[str, list[Any]]:
     return "".join(texts), others
 
 
+def _user(content: Any, kinds: tuple[str, ...]) -> list[Sent]:
+    """A user message's content: each text part its own :class:`SentUser` (a host that joins
+    consecutive user turns into one message, as Anthropic's alternating roles ask, sends each
+    text as a part), every other part a :class:`SentOther`, in order."""
+    if content is None or isinstance(content, str):
+        return [SentUser(content or "")]
+    return [SentUser(str(part.get("text", ""))) if isinstance(part, Mapping)
+            and part.get("type") in kinds else SentOther(part) for part in content]
+
+
 def _call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
     if not isinstance(arguments, str):  # Anthropic's input is an object: written canonically
         arguments = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
@@ -102,9 +113,7 @@ def from_openai_chat(messages: Sequence[Any]) -> tuple[Sent, ...]:
     for message in messages:
         role = message.get("role") if isinstance(message, Mapping) else None
         if role == "user":
-            text, others = _text(message.get("content"), ("text",))
-            sent.append(SentUser(text))
-            sent.extend(SentOther(part) for part in others)
+            sent.extend(_user(message.get("content"), ("text",)))
         elif role == "assistant":
             text, _ = _text(message.get("content"), ("text", "output_text"))
             calls = tuple(_call(c.get("id"), c.get("function", {}).get("name"),
@@ -140,9 +149,7 @@ def from_openai_responses(items: Sequence[Any]) -> tuple[Sent, ...]:
             text = output if isinstance(output, str) else _text(output, ("input_text",))[0]
             sent.append(SentToolResult(str(item.get("call_id")), text))
         elif kind == "message" and role == "user":
-            text, others = _text(item.get("content"), ("input_text", "text"))
-            sent.append(SentUser(text))
-            sent.extend(SentOther(part) for part in others)
+            sent.extend(_user(item.get("content"), ("input_text", "text")))
         elif kind == "message" and role == "assistant":
             text, _ = _text(item.get("content"), ("output_text", "text"))
             sent.append(SentAssistant(text))
@@ -166,7 +173,9 @@ def from_anthropic(messages: Sequence[Any]) -> tuple[Sent, ...]:
         calls: list[ToolCall] = []
         for block in blocks:
             kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == "text":
+            if kind == "text" and role == "user":  # each text block a text of its own
+                sent.append(SentUser(str(block.get("text", ""))))
+            elif kind == "text":
                 texts.append(str(block.get("text", "")))
             elif kind == "tool_result" and role == "user":
                 text, _ = _text(block.get("content"), ("text",))
@@ -177,8 +186,6 @@ def from_anthropic(messages: Sequence[Any]) -> tuple[Sent, ...]:
                 sent.append(SentOther(block))
         if role == "assistant":
             sent.append(SentAssistant("".join(texts), tuple(calls)))
-        elif texts:
-            sent.append(SentUser("".join(texts)))
     return tuple(sent)
 
 

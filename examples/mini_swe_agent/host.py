@@ -149,13 +149,7 @@ class MiniSweHost:
     # --- the effects ---------------------------------------------------------------------
 
     async def persist(self, command: at.Persist) -> None:
-        # A Persist asked again (its write failed, or landed and its acknowledgement was lost)
-        # may hold records the store or the messages already have: each is kept once.
-        if self.store is not None:
-            held = self.store.history()
-            new = [record for record in command.records if record not in held]
-            if new:
-                await self.store.write(new)
+        await self._save(command.records)
         for record in command.records:
             if record in self.kept:
                 continue
@@ -235,8 +229,7 @@ class MiniSweHost:
         return aio.ToolResult(output=observation["content"], error=bool(output["exception_info"]))
 
     async def save_lead(self, command: at.SaveLead) -> None:
-        if self.store is not None:
-            await self.store.write([command.record])
+        await self._save([command.record])
         self.leads[command.lead_id] = command.record.text
 
     async def name(self, command: at.RequestTitle) -> str:
@@ -254,6 +247,16 @@ class MiniSweHost:
             self.log.append(f"host: {type(notice).__name__}")
 
     # --- mini-swe-agent's pieces ---------------------------------------------------------
+
+    async def _save(self, records: Sequence[object]) -> None:
+        """Write the records the store does not hold yet: a ``Persist`` asked again (its write
+        failed, or landed and its acknowledgement was lost) holds records it may already have.
+        (The messages keep each record once too: ``kept``.)"""
+        if self.store is not None:
+            held = self.store.history()
+            new = [record for record in records if record not in held]
+            if new:
+                await self.store.write(new)
 
     def corrective_note(self) -> str:
         """What a corrective request (TL-6) tells the model: mini-swe-agent's format-error

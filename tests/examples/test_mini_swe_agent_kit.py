@@ -16,7 +16,7 @@ once the examples extra is installed (as ``test_mini_swe_agent.py``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -39,8 +39,11 @@ from agentturn.testing.asyncio_kit import (  # noqa: E402
     answer,
     check,
     replay,
+    report,
     user,
 )
+from agentturn.testing.asyncio_kit.runner import Run  # noqa: E402
+from agentturn.testing.asyncio_kit.schedule import Listed  # noqa: E402
 from examples.mini_swe_agent import checked  # noqa: E402
 from examples.mini_swe_agent.checked import SPEC, read_request  # noqa: E402
 from examples.mini_swe_agent.host import MiniSweHost  # noqa: E402
@@ -103,10 +106,9 @@ class PopsLeadsAtOnce(TheExampleAsItWas):
 class WritesEveryTime(MiniSweHost):
     """Writes every record a Persist holds, whether the store holds it already or not."""
 
-    async def persist(self, command: at.Persist) -> None:
+    async def _save(self, records: Sequence[object]) -> None:
         assert self.store is not None
-        await self.store.write(command.records)
-        self.kept.update(command.records)
+        await self.store.write(records)
 
 
 def with_bug(cls: type[MiniSweHost]) -> Any:
@@ -164,23 +166,19 @@ def test_the_request_reads_back_as_what_was_typed() -> None:
 
 
 def test_a_finding_prints_a_test_that_names_the_spec() -> None:
-    """A spec the host's module defines is named in the printed test, whole."""
+    """The example's spec is named in the printed test; a spec of the test's own, made with a
+    lambda, is written out with its options, the lambda left to fill in."""
+    run = Run(SPEC, Listed(TOO_LONG), steps=len(TOO_LONG), verbose=True)
+    run.play()
+    printed = report(SPEC, run, ["[rule, ID] what broke"])  # as a finding would print it
+    assert "from examples.mini_swe_agent.checked import SPEC" in printed
+    assert "    replay(SPEC, [\n        user('prompt'),\n" in printed
     with pytest.raises(AssertionError) as caught:
         replay(with_bug(WritesEveryTime), A_SAVE_WHOSE_ACK_WAS_LOST)
-    assert "replay(AsyncSpec(make_effects=" in str(caught.value)  # a lambda: no name to give
-    import examples.mini_swe_agent.checked as module
-
-    found = module.SPEC
-    assert found is SPEC
-    from agentturn.testing.asyncio_kit import report
-    from agentturn.testing.asyncio_kit.runner import Run
-    from agentturn.testing.asyncio_kit.schedule import Listed
-
-    run = Run(SPEC, Listed(A_SAVE_WHOSE_ACK_WAS_LOST), steps=3, verbose=True)
-    run.play()
-    text = report(SPEC, run, ["[rule, ID] text"])
-    assert "from examples.mini_swe_agent.checked import SPEC" in text
-    assert "    replay(SPEC, [\n        user('prompt'),\n" in text
+    printed = str(caught.value)
+    assert "make_effects=...,  # fill in: your make_effects (it cannot be printed)" in printed
+    assert "request_format=read_request," in printed and "config=TurnConfig()," in printed
+    assert "from examples.mini_swe_agent.checked import read_request" in printed
 
 
 @pytest.mark.req("TL-2", "TL-5", "TL-11")

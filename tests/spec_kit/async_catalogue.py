@@ -17,6 +17,7 @@ import anyio
 
 from agentturn import aio
 from agentturn import commands as c
+from agentturn.session import vocabulary as sv
 from agentturn.testing.asyncio_kit import AsyncSpec, AsyncWorld, ReferenceHost, WorldError
 
 #: Tasks the buggy hosts spawned: kept so asyncio does not collect them mid-run.
@@ -154,6 +155,15 @@ class TokenLimitAsAFailure(ReferenceHost):
                 yield chunk
 
 
+class DropsDrainedMessages(ReferenceHost):
+    """Passes on the client's ``hasQueuedPrompt`` and forgets its messages: what the user typed
+    mid-turn never reaches the turn (SO-1)."""
+
+    async def drain(self, command: sv.DrainMidTurnQueue) -> aio.DrainReply:
+        reply = await self.world.client.drain()
+        return aio.DrainReply(has_queued_prompt=reply.has_queued_prompt)
+
+
 class OwnClock(aio.ManualClock):
     """A host that builds its own clock rather than using the one it is given: its timers are
     never armed on the world's time, so they never fire."""
@@ -181,6 +191,8 @@ class Bug(NamedTuple):
     rule: str
     #: The requirement it breaks, for the coverage report.
     req: str
+    #: Whether a turn driver has what it breaks (timers and drains are the session's).
+    on_a_turn_driver: bool = True
 
 
 def _host(host: type[ReferenceHost]) -> Callable[[AsyncWorld], aio.Effects]:
@@ -205,9 +217,12 @@ CATALOGUE: dict[str, Bug] = {
                                   r"tools-as-asked|effects-ended", "TL-4"),
     "token-limit-as-a-failure": Bug(AsyncSpec(make_effects=_host(TokenLimitAsAFailure)),
                                     r"\[token-limit, TL-2\]", "TL-2"),
+    "drops-drained-messages": Bug(AsyncSpec(make_effects=_host(DropsDrainedMessages)),
+                                  r"\[drain, SO-1\]", "SO-1", on_a_turn_driver=False),
     "timer-never-armed": Bug(AsyncSpec(make_effects=_host(ReferenceHost),
                                        make_clock=lambda world: OwnClock()),
-                             r"\[timers|liveness", "SO-4"),
+                             r"\[timers|liveness", "SO-4", on_a_turn_driver=False),
     "timer-armed-twice": Bug(AsyncSpec(make_effects=_host(ReferenceHost),
-                                       make_clock=RearmingClock), r"\[timers", "SO-4"),
+                                       make_clock=RearmingClock), r"\[timers", "SO-4",
+                             on_a_turn_driver=False),
 }

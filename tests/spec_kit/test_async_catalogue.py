@@ -27,7 +27,7 @@ CATCH = settings(max_examples=200, stateful_step_count=STEPS, deadline=None, dat
                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
 
 
-@pytest.mark.req("TL-2", "TL-4", "TL-5", "TL-8", "TL-11", "LD-7", "TT-3", "SO-4")
+@pytest.mark.req("TL-2", "TL-4", "TL-5", "TL-8", "TL-11", "LD-7", "TT-3", "SO-1", "SO-4")
 @pytest.mark.parametrize("name", list(CATALOGUE))
 def test_the_async_kit_catches_the_bug_on_three_seeds(name: str) -> None:
     """Each buggy host fails within 200 examples on every seed, naming a rule and its IDs."""
@@ -48,8 +48,8 @@ def test_the_reference_host_passes_on_the_same_seeds() -> None:
 
 #: A chat with no session around it: the kit runs the host on an ``aio.TurnDriver``.
 TURN = at.TurnConfig(auto_title=True)
-#: The catalogue's bugs that are not the session's timers (a turn driver has none).
-TURN_BUGS = [name for name in CATALOGUE if not name.startswith("timer")]
+#: The catalogue's bugs a turn driver can have (it has no timers and no drain).
+TURN_BUGS = [name for name, bug in CATALOGUE.items() if bug.on_a_turn_driver]
 
 
 @pytest.mark.req("TL-2", "TL-4", "TL-5", "TL-8", "TL-11", "LD-7", "TT-3")

@@ -21,13 +21,15 @@ Loading this package loads anyio and hypothesis; ``import agentturn.testing`` do
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
-from hypothesis import given, seed
+from hypothesis import Phase, given, seed
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
+from hypothesis.errors import Flaky
 
 from ..received import (
     READERS,
@@ -40,6 +42,7 @@ from ..received import (
     from_openai_chat,
     from_openai_responses,
 )
+from .pasting import spec_source
 from .reference import ReferenceHost, chat_messages, reference_effects
 from .runner import TABLE, AsyncSpec, Run
 from .schedule import Drawn, Listed, Move, ProgramMismatch, answer, tick, user
@@ -59,57 +62,67 @@ def _final() -> bool:
         return True
 
 
-def _spec_name(spec: AsyncSpec) -> tuple[str, str] | None:
-    """The module and the name under which ``spec`` is defined, when its host's module (or its
-    caller's) holds it as a module-level name."""
+def _places(spec: AsyncSpec, caller: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Where the spec may have a name: the caller's module, then the host's."""
     effects = spec.make_effects
     owner = getattr(effects, "__self__", None)
-    module = sys.modules.get(getattr(owner if isinstance(owner, type) else effects,
-                                     "__module__", "") or "")
-    if module is None:
-        return None
-    for name, value in vars(module).items():
-        if value is spec and not name.startswith("_"):
-            return module.__name__, name
-    return None
+    host = sys.modules.get(getattr(owner if isinstance(owner, type) else effects,
+                                   "__module__", "") or "")
+    return [*([caller] if caller is not None else []),
+            *([vars(host)] if host is not None else [])]
 
 
-def report(spec: AsyncSpec, run: Run, violations: list[str]) -> str:
-    """The broken rules, what happened, and the program as a test to paste."""
+def report(spec: AsyncSpec, run: Run, violations: list[str],
+           caller: dict[str, Any] | None = None) -> str:
+    """The broken rules, what happened, and the program as a test to paste (the spec by its
+    name in ``caller``'s module or the host's, else written out: :mod:`.pasting`)."""
     moves = "".join(f"        {move!r},\n" for move in run.program)
-    named = _spec_name(spec)
-    if named is not None:  # a spec the host's module names: the test names it too
-        module, name = named
-        imports, spec_text = f"from {module} import {name}", name
-    else:
-        effects = spec.make_effects
-        owner = getattr(effects, "__self__", None)  # a classmethod: name it on its class
-        name = (f"{owner.__name__}.{effects.__name__}" if isinstance(owner, type)
-                else getattr(effects, "__qualname__", repr(effects)))
-        module = getattr(owner if isinstance(owner, type) else effects, "__module__",
-                         "your_host")
-        options = "" if spec.request_format == "openai-chat" else \
-            f", request_format={spec.request_format!r}"
-        imports = f"from {module} import {name.split('.')[0]}"
-        spec_text = f"AsyncSpec(make_effects={name}{options})"
+    imports = {"from agentturn.testing.asyncio_kit import answer, replay, tick, user"}
+    spec_text = spec_source(spec, _places(spec, caller), imports)
     return "\n".join([
         *violations, "",
         *run.log, "",
         f"The schedule, as a test ({len(run.program)} moves):", "",
-        "from agentturn.testing.asyncio_kit import AsyncSpec, answer, replay, tick, user",
-        imports, "",
+        *sorted(imports), "",
         "def test_the_async_kit_finding() -> None:",
         f"    replay({spec_text}, [",
         moves + "    ])"])
 
 
+def _caller() -> dict[str, Any] | None:
+    """The globals of the module that called :func:`check` or :func:`replay`."""
+    frame = sys._getframe(2)
+    return frame.f_globals if frame is not None else None
+
+
+def _a_spec(spec: Any, what: str) -> None:
+    if not isinstance(spec, AsyncSpec):
+        raise TypeError(f"{what}(spec, ...): spec must be an AsyncSpec, got "
+                        f"{type(spec).__name__}")
+
+
+def _not_in_a_loop(what: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{what}() runs the host on an event loop of its own: call it from a "
+                       "plain (synchronous) test function, not from async code")
+
+
 def replay(spec: AsyncSpec, moves: list[Move]) -> None:
     """Play ``moves`` (then the calm world and the close) against the host; a broken rule
     raises ``AssertionError`` with the rules and what happened."""
+    _not_in_a_loop("replay")
+    _a_spec(spec, "replay")
+    if not isinstance(moves, list | tuple) or not all(isinstance(m, Move) for m in moves):
+        raise TypeError("replay(spec, moves): moves must be a list of moves (answer(...), "
+                        f"user(...), tick()), got {type(moves).__name__}")
+    caller = _caller()
     run = Run(spec, Listed(moves), steps=len(moves), verbose=True)
     violations = run.play()
     if violations:
-        raise AssertionError(report(spec, run, violations))
+        raise AssertionError(report(spec, run, violations, caller))
 
 
 def check(spec: AsyncSpec, settings: Settings | None = None, *,
@@ -119,8 +132,22 @@ def check(spec: AsyncSpec, settings: Settings | None = None, *,
     raises ``AssertionError`` naming it, with the shrunk program as a test to paste."""
     from ..profiles import CI
 
+    _not_in_a_loop("check")
+    _a_spec(spec, "check")
+    if settings is not None and not isinstance(settings, Settings):
+        raise TypeError("check(spec, settings): settings must be hypothesis settings (for "
+                        f"example settings(profiles.CI, max_examples=50)), got "
+                        f"{type(settings).__name__}")
+    caller = _caller()
     chosen = CI if settings is None else settings
     steps = chosen.stateful_step_count
+    # Without hypothesis's explain phase: it traces every line of the shrink's runs (about five
+    # times the cost of a run) to name the lines only failing runs reach, which the kit's own
+    # report (the rules, the moves, the program) says better.
+    chosen = Settings(chosen, phases=[phase for phase in chosen.phases
+                                      if phase is not Phase.explain])
+
+    found: list[str] = []  # what failing runs found, for a finding that does not replay
 
     @Settings(chosen)
     @given(st.data())
@@ -129,8 +156,17 @@ def check(spec: AsyncSpec, settings: Settings | None = None, *,
         run = Run(spec, Drawn(data, steps, TABLE), steps=steps, verbose=verbose)
         violations = run.play()
         if violations:
-            raise AssertionError(report(spec, run, violations) if verbose
+            found.append(violations[0])
+            raise AssertionError(report(spec, run, violations, caller) if verbose
                                  else "\n".join(violations))
 
     test = the_async_kit if run_seed is None else seed(run_seed)(the_async_kit)
-    test()
+    try:
+        test()
+    except Flaky as flaky:
+        raise AssertionError(
+            "The same schedule gave different results when played again, so the finding "
+            "cannot be replayed: does the host keep state between examples (a module-level "
+            "cache, a counter, a client made once)? make_effects(world) is called once per "
+            "example and must build all of the host's state afresh.\n\nWhat the first "
+            f"failing run found: {found[0] if found else flaky}") from flaky

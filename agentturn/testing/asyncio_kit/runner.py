@@ -66,7 +66,7 @@ from ...session.state import SessionConfig, SessionPhase, SessionState
 from ...session.waiting import WaitKind, waiting_for
 from ...turn import outstanding as turn_outstanding
 from ...turn.state import TurnConfig, TurnPhase, TurnState
-from ..received import Reader
+from ..received import READERS, Reader
 from .schedule import Chooser, Move, ProgramMismatch, answer, settle, tick, user
 from .world import CURRENT, OUTCOMES, TOOLS, AsyncWorld, EffectRun, WorldTool
 
@@ -76,6 +76,13 @@ __all__ = ["TABLE", "AsyncSpec", "Run"]
 KIND = {c.Persist: "persist", c.RequestModelStream: "model", c.AskPermission: "permission",
         c.ExecuteTool: "tool", c.SaveLead: "lead", c.RequestTitle: "title",
         sv.RunStopHooks: "hooks", sv.DrainMidTurnQueue: "drain"}
+#: What each effect must return, when the driver reads its value: a class, or a description and
+#: the attributes the driver reads.
+RETURNS: dict[str, tuple[type | str, tuple[str, ...]]] = {
+    "permission": (e.PermissionDecision, ()), "title": (str, ()),
+    "tool": ("a ToolResult", ("output", "error", "cancelled", "structured", "ends_task")),
+    "hooks": ("a HookVerdict", ("block", "reason")),
+    "drain": ("a DrainReply", ("messages", "has_queued_prompt"))}
 #: Moves that finish the world calmly: the plainest outcome that ends a turn.
 CALM = {"engine-open": "text", "dialog": "allow"}
 #: Every kind of move, each as often as its weight: a drawn move names its kind through this
@@ -97,6 +104,23 @@ def default_config() -> SessionConfig:
                          guard=GuardConfig(todo_stop_guard=True, daemon=True))
 
 
+def _a_function(spec: AsyncSpec, field: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        hint = (" (a printed test leaves a value it cannot write as ...: fill it in)"
+                if value is Ellipsis else "")
+        raise TypeError(f"{field.name} must be a function of the world, got "
+                        f"{type(value).__name__}{hint}")
+
+
+def _known_format(spec: AsyncSpec, field: attrs.Attribute[Any], value: str | Reader) -> None:
+    if isinstance(value, str) and value not in READERS:
+        raise ValueError(f"request_format must be one of {sorted(READERS)} or a reader "
+                         f"function, got {value!r}")
+    if not isinstance(value, str) and not callable(value):
+        raise TypeError(f"request_format must be a name or a reader function, got "
+                        f"{type(value).__name__}")
+
+
 def _every_tool(spec: AsyncSpec, field: attrs.Attribute[Any],
                 tools: Mapping[str, WorldTool]) -> None:
     if set(tools) != set(TOOLS):
@@ -109,10 +133,10 @@ class AsyncSpec:
     """A host to check: its effects against the world, and how its requests read."""
 
     #: The host's effects, written against the world's clients.
-    make_effects: Callable[[AsyncWorld], Effects]
+    make_effects: Callable[[AsyncWorld], Effects] = attrs.field(validator=_a_function)
     #: The format of the message list the host sends the engine (a name of
     #: :data:`agentturn.testing.received.READERS`, or a reader of the host's own).
-    request_format: str | Reader = "openai-chat"
+    request_format: str | Reader = attrs.field(default="openai-chat", validator=_known_format)
     #: A session's configuration (the kit runs a :class:`~agentturn.aio.SessionDriver`) or a
     #: turn's (a :class:`~agentturn.aio.TurnDriver`, for the chat :attr:`chat_id`).
     config: SessionConfig | TurnConfig = attrs.field(factory=default_config)
@@ -122,7 +146,8 @@ class AsyncSpec:
                                                  validator=_every_tool)
     #: The clock the driver's timers wait on (a host's own :class:`agentturn.aio.Clock`
     #: built on the world's); the world's :class:`~agentturn.aio.ManualClock` by default.
-    make_clock: Callable[[AsyncWorld], Clock] | None = None
+    make_clock: Callable[[AsyncWorld], Clock] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_a_function))
     max_output_tokens: int | None = 1024
 
 
@@ -130,19 +155,28 @@ class _Found(Exception):
     """A rule broke: the run ends here."""
 
 
+class _Refused(Exception):
+    """The spec cannot be run (``error`` says why, naming the field)."""
+
+    def __init__(self, error: ValueError | TypeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _Tracked:
     """The host's model iterator, watched: the effect run ends when the iterator does."""
 
     def __init__(self, run: EffectRun, inner: AsyncIterator[Mapping[str, Any]],
-                 raised: Callable[[EffectRun, Exception], None]) -> None:
-        self._run, self._inner, self._raised = run, inner, raised
+                 raised: Callable[[EffectRun, Exception], None],
+                 wrong: Callable[[EffectRun, Any], None]) -> None:
+        self._run, self._inner, self._raised, self._wrong = run, inner, raised, wrong
 
     def __aiter__(self) -> _Tracked:
         return self
 
     async def __anext__(self) -> Mapping[str, Any]:
         try:
-            return await self._inner.__anext__()
+            wire_object = await self._inner.__anext__()
         except StopAsyncIteration:
             self._run.ended = True
             raise
@@ -153,6 +187,9 @@ class _Tracked:
         except BaseException:
             self._run.ended = True
             raise
+        if not isinstance(wire_object, Mapping):
+            self._wrong(self._run, wire_object)
+        return wire_object
 
     async def aclose(self) -> None:
         try:
@@ -186,7 +223,8 @@ class Run:
         self.number = 0
         self.attached = True
         self.driver: SessionDriver | TurnDriver | None = None
-        self.mismatch: ProgramMismatch | None = None
+        #: A program that no longer applies, or a spec the kit cannot run: raised by play.
+        self.mismatch: ProgramMismatch | ValueError | TypeError | None = None
 
     # --- playing --------------------------------------------------------------------------
 
@@ -201,6 +239,10 @@ class Run:
         world = self.world
         self.sweeping = anyio.Event()
         clock = self.spec.make_clock(world) if self.spec.make_clock else world.clock
+        if not (callable(getattr(clock, "time", None))
+                and callable(getattr(clock, "sleep_until", None))):
+            raise TypeError(f"AsyncSpec.make_clock(world) must return an aio.Clock (time(), "
+                            f"sleep_until(deadline)), got {type(clock).__name__}")
         # A bounded wall-clock net, for a host that hangs on something outside the world.
         with anyio.move_on_after(SAFETY_SECONDS) as net:
             async with anyio.create_task_group() as janitor:
@@ -209,8 +251,9 @@ class Run:
                     await self._drive(clock)
                 except _Found:
                     pass
-                except ProgramMismatch as mismatch:
-                    self.mismatch = mismatch
+                except (ProgramMismatch, _Refused) as mismatch:
+                    self.mismatch = (mismatch.error if isinstance(mismatch, _Refused)
+                                     else mismatch)
                 except Exception as error:  # the driver ended on a bug (an answer refused ...)
                     world.violate("accepted", "protocol", f"the driver ended: "
                                   f"{type(error).__name__}: {error}")
@@ -222,14 +265,28 @@ class Run:
         world.frozen = True
 
     def _driver(self, clock: Clock) -> SessionDriver | TurnDriver:
+        """The driver the spec asks for; a spec it cannot be built from is refused (raised from
+        :meth:`play` as a ``TypeError`` or ``ValueError`` naming the field), not a finding."""
         spec = self.spec
-        effects = self._wrap(spec.make_effects(self.world))
-        if isinstance(spec.config, TurnConfig):
-            return TurnDriver(spec.chat_id, spec.config, effects,
-                              max_output_tokens=spec.max_output_tokens, clock=clock,
-                              on_step=self._stepped)
-        return SessionDriver(spec.config, effects, max_output_tokens=spec.max_output_tokens,
-                             clock=clock, on_step=self._stepped)
+        try:
+            effects = spec.make_effects(self.world)
+        except Exception as error:
+            raise _Refused(ValueError(f"AsyncSpec.make_effects(world) raised "
+                                      f"{type(error).__name__}: {error}")) from error
+        if not isinstance(effects, Effects):
+            raise _Refused(TypeError(f"AsyncSpec.make_effects(world) must return aio.Effects, "
+                                     f"got {type(effects).__name__}"))
+        effects = self._wrap(effects)
+        try:
+            if isinstance(spec.config, TurnConfig):
+                return TurnDriver(spec.chat_id, spec.config, effects,
+                                  max_output_tokens=spec.max_output_tokens, clock=clock,
+                                  on_step=self._stepped)
+            return SessionDriver(spec.config, effects, max_output_tokens=spec.max_output_tokens,
+                                 clock=clock, on_step=self._stepped)
+        except (TypeError, ValueError) as error:
+            raise _Refused(ValueError(f"the driver refuses the spec (AsyncSpec.config, "
+                                      f"max_output_tokens or make_effects): {error}")) from error
 
     async def _drive(self, clock: Clock) -> None:
         async with self._driver(clock) as driver:
@@ -296,19 +353,22 @@ class Run:
             async def run(command: Any, *rest: Any) -> Any:
                 started = self._begin(kind, command)
                 try:
-                    return await effect(command, *rest)
+                    result = await effect(command, *rest)
                 except Exception as error:
                     self._raised(started, error)
                     raise
                 finally:
                     started.ended = True
+                self._returned(started, result)
+                return result
 
             return run
 
         model = effects.model
 
         def watched_model(command: c.RequestModelStream) -> AsyncIterator[Mapping[str, Any]]:
-            return _Tracked(self._begin("model", command), model(command), self._raised)
+            return _Tracked(self._begin("model", command), model(command), self._raised,
+                            self._yielded)
 
         return attrs.evolve(
             effects, persist=plain("persist", effects.persist), model=watched_model,
@@ -316,6 +376,25 @@ class Run:
             tool=plain("tool", effects.tool), save_lead=plain("lead", effects.save_lead),
             title=plain("title", effects.title), stop_hooks=plain("hooks", effects.stop_hooks),
             drain=plain("drain", effects.drain))
+
+    def _returned(self, run: EffectRun, result: Any) -> None:
+        wanted = RETURNS.get(run.kind)
+        if wanted is None:
+            return
+        kind, fields = wanted
+        if isinstance(kind, type):
+            wrong, named = not isinstance(result, kind), f"a {kind.__name__}"
+        else:
+            wrong, named = not all(hasattr(result, name) for name in fields), kind
+        if wrong:
+            self.world.violate("host-error", "TL-11", f"the {run.kind} effect for {run.key} "
+                               f"returned {result!r}, not {named}: the driver reports it as "
+                               "the command's failure")
+
+    def _yielded(self, run: EffectRun, wire_object: Any) -> None:
+        self.world.violate("host-error", "TL-11", f"the model effect for {run.key} yielded "
+                           f"{type(wire_object).__name__}, not a wire object (a mapping, as an "
+                           "SDK object's model_dump() gives): the driver fails the stream")
 
     def _raised(self, run: EffectRun, error: Exception) -> None:
         if not self.world.raised(error):
@@ -339,11 +418,18 @@ class Run:
             self.monitor, problems = self.monitor.step(before, event, after, commands)
             for problem in problems:
                 world.violate("hard-bound", "SG-B4", problem)
+        if isinstance(event, sv.MidTurnDrained) and event.drain_id in world.drained:
+            given = world.drained.pop(event.drain_id)
+            if tuple(event.messages) != given:
+                world.violate("drain", "SO-1", f"the client's drain {event.drain_id} gave "
+                              f"{list(given)}, the session heard {list(event.messages)}: a "
+                              "message typed mid-turn never reaches the turn")
         if isinstance(event, e.StreamFailed) and event.request_id in world.too_long:
             world.violate("token-limit", "TL-2", f"{event.request_id} was refused for its "
                           "length, but the session heard StreamFailed: raise "
-                          "aio.TokenLimitError from the SDK's error, so the request ends with "
-                          "its own outcome (a retry is refused the same way)")
+                          "aio.TokenLimitError from the SDK's error before the effect yields "
+                          "anything (aio.OPENED included), so the request ends with its own "
+                          "outcome (a retry is refused the same way)")
         if isinstance(event, e.Persisted | e.LeadSaved):
             key = event.key if isinstance(event, e.Persisted) else event.lead_id
             missing = [r for r in self.writes.pop(key, ()) if r not in world.saved]
@@ -412,13 +498,15 @@ class Run:
 
     def _check(self) -> None:
         world = self.world
-        for job in world.pending():
-            if job.run is None or job.run.ended:
-                what = job.run.kind if job.run is not None else "no"
+        pending = world.pending()
+        for job in pending:
+            # (a job of a task started outside every effect, a long-lived writer, say, belongs
+            # to none: it is judged when the driver has closed)
+            if job.run is not None and job.run.ended:
                 world.violate("effects-ended", "TL-4, TL-5", f"{job.name} still runs after "
-                              f"the {what} effect that started it ended"
-                              f"{' (' + job.run.key + ')' if job.run is not None else ''}: "
-                              "its result lands after the driver was answered")
+                              f"the {job.run.kind} effect that started it ended "
+                              f"({job.run.key}): its result lands after the driver was "
+                              "answered")
         for run in self.runs:
             if run.ended:
                 continue
@@ -426,10 +514,14 @@ class Run:
                 world.violate("cancel", "TL-2, TL-3", f"the {run.kind} effect for {run.key} "
                               "still runs after the session cancelled it (does it shield "
                               "itself from cancellation?)")
-            elif not run.pending():
+            elif not pending and self._next_due() is None:
+                # An effect may wait on another's work (a lock, a queue to a writer task) or on
+                # the world's clock while the world still has a job to answer or a sleep to
+                # end; with neither left, nothing can free it.
                 world.violate("liveness", "never stuck", f"the {run.kind} effect for {run.key} "
-                              "waits on nothing the world will answer (an exception "
-                              "swallowed?): the session waits forever")
+                              "waits, and the world has nothing left to answer: an exception "
+                              "swallowed, or a wait outside the world (a sleep on the real "
+                              "clock, a lock never released)? The session waits forever")
         running = {(run.kind, run.key) for run in self.runs if not run.ended}
         for owed in (turn_outstanding if self.turn_only else outstanding)(self.state):
             if owed.command is sv.StartTimer:
@@ -487,9 +579,18 @@ class Run:
                 ("continue", 3, retry)):
             if possible:
                 options.append((user(action), weight, f"user:{action}"))
-        if self.timers:
+        if self._next_due() is not None:
             options.append((tick(), 1, "tick"))
         return options
+
+    def _next_due(self) -> float | None:
+        """When time next matters: a timer the session started, or a sleep on the world's
+        clock (a host's own back-off)."""
+        dues = list(self.timers.values())
+        sleep = self.world.clock.next_deadline()
+        if sleep is not None:
+            dues.append(sleep)
+        return min(dues, default=None)
 
     def _make(self, move: Move) -> None:
         if move.kind == "answer":
@@ -502,8 +603,8 @@ class Run:
 
     def _tick(self) -> None:
         clock = self.world.clock
-        due = min(self.timers.values(), default=clock.now)
-        clock.advance(max(due - clock.now, 0.0))
+        due = self._next_due()
+        clock.advance(max((clock.now if due is None else due) - clock.now, 0.0))
 
     def _act(self, action: str) -> None:
         assert self.driver is not None
@@ -544,7 +645,7 @@ class Run:
                 job = pending[0]
                 job.answer(CALM.get("engine-open" if job.stage == "open" else job.kind,
                                     job.options[0][0]))
-            elif self.timers and self.state.phase is not SessionPhase.CLOSED:  # (turn: no timers)
+            elif self._next_due() is not None and self.state.phase is not SessionPhase.CLOSED:
                 self._tick()
             else:
                 return
@@ -572,7 +673,7 @@ class Run:
                 pending = self.world.pending()
                 if pending:
                     pending[0].answer(pending[0].options[0][0])
-                elif self.timers:
+                elif self._next_due() is not None:
                     self._tick()
                 else:
                     break

@@ -33,9 +33,6 @@ __all__ = ["Chooser", "Drawn", "Listed", "Move", "ProgramMismatch", "answer", "s
 
 #: How many event-loop turns :func:`settle` waits for every task to block.
 SETTLE_TURNS = 2000
-#: The mean number of moves of a drawn schedule (at most the profile's step count): the
-#: catalogue's bugs need at most nine, and a shorter schedule is less for the shrinker to cut.
-MEAN_MOVES = 12
 
 
 @attrs.frozen
@@ -67,7 +64,8 @@ def user(action: str) -> Move:
 
 
 def tick() -> Move:
-    """Time passes until the next timer the session started is due."""
+    """Time passes until the next timer the session started, or the next sleep on the world's
+    clock, is due."""
     return Move("tick")
 
 
@@ -91,7 +89,7 @@ class Drawn:
         self._table = tuple(table)
         self._data = getattr(data, "conjecture_data", None)
         self._fallback = data
-        self._go_on = 1.0 - 1.0 / max(min(steps, MEAN_MOVES), 2)
+        self._go_on = 1.0 - 1.0 / max(steps, 2)
 
     def more(self) -> bool:
         if self._data is not None:

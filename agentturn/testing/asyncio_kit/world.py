@@ -22,11 +22,14 @@ each ``[rule, IDs] text``. The rules seen here:
 
 * ``engine-input`` (LD-8, LD-9, TL-5, TL-9): a request, read back with the host's format
   (:mod:`agentturn.testing.received`), holds only stored user text and no more copies of a text
-  than storage holds (a retried save, a replayed history); a Lead only from the request that
-  gives it on, every Lead it gives; no call of a cut-off or malformed response, nor its result;
-  each tool result stored, and sent once;
+  than storage holds (a retried save, a replayed history), and some of it (none read back: the
+  format declared is not the one sent); a Lead only from the request that gives it on, every
+  Lead it gives; no call of a cut-off or malformed response, nor its result; each tool result
+  stored, sent once, and in the first request after it was stored;
 * ``one-retry`` (TL-6, TL-11): one engine request per ``RequestModelStream`` (an SDK's own
   retries send it twice);
+* ``drain`` (SO-1, with the runner): the session hears every mid-turn message the client's
+  drain gave;
 * ``token-limit`` (TL-2, with the runner): a request the engine refused for its length
   (:class:`ContextTooLong`) ends with its own outcome, ``TokenLimitRejected``, not as a failed
   stream the user would retry into the same refusal;
@@ -97,7 +100,7 @@ OUTCOMES: dict[str, tuple[tuple[str, int], ...]] = {
     "tool": (("ok", 6), ("fail", 1)),
     "dialog": (("allow", 4), ("deny", 1), ("close", 1)),
     "namer": (("ok", 3), ("fail", 1)),
-    "drain": (("ok", 1),),
+    "drain": (("ok", 1), ("message", 1)),
     "hooks": (("pass", 3), ("block", 1), ("fail", 1)),
 }
 
@@ -204,6 +207,8 @@ class AsyncWorld:
         self.given_leads: set[str] = set()
         self.sent_results: set[str] = set()
         self.too_long: set[str] = set()  # requests the engine refused for their length
+        self.results_due: set[str] = set()  # results stored since the last request
+        self.drained: dict[str, tuple[str, ...]] = {}  # drain id -> the messages the client gave
         #: Set by the runner once it found a broken rule: what the shutdown does is not judged.
         self.frozen = False
 
@@ -213,11 +218,16 @@ class AsyncWorld:
         return error
 
     def raised(self, error: BaseException) -> bool:
-        """Whether ``error``, or an exception it was raised from, is one a client raised."""
+        """Whether ``error`` is one a client raised, or was raised from one; an exception group
+        (a task group's) is when each exception in it is."""
         seen: set[int] = set()
         found: BaseException | None = error
         while found is not None and id(found) not in seen:
             if any(found is failure for failure in self.failures):
+                return True
+            inner = getattr(found, "exceptions", None)
+            if isinstance(inner, tuple) and inner and all(
+                    isinstance(one, BaseException) and self.raised(one) for one in inner):
                 return True
             seen.add(id(found))
             found = found.__cause__ or found.__context__
@@ -298,6 +308,16 @@ class AsyncWorld:
                 elif item.call_id not in stored_results:
                     self.violate("engine-input", "TL-5", f"{rid} sent a result for "
                                  f"{item.call_id} that storage does not hold")
+        missing = sorted(self.results_due - results)
+        if missing:
+            self.violate("engine-input", "TL-5", f"{rid} does not carry the stored results of "
+                         f"{missing}: the model never reads what those calls did (or the "
+                         "request's format is not the one declared)")
+        self.results_due.clear()
+        if stored_users and not users:
+            self.violate("engine-input", "TL-5", f"{rid} carries none of the user's text, read "
+                         "as the host's format: is AsyncSpec.request_format the format the "
+                         "host sends?")
         for text, count in users.items():
             held = stored_users.get(text, 0)
             if held == 0:
@@ -349,6 +369,9 @@ class Storage:
                 world.violate("storage", "TL-5", f"storage already holds {record!r}: the "
                               "user's history shows it twice")
         world.saved.extend(records)
+        world.results_due.update(  # the next request carries them
+            record.call_id for record in records if isinstance(record, ToolResultRecord)
+            and record.call_id not in world.cut_off | world.malformed)
         job.end("done")
         if outcome == "timeout":
             raise world.failure(TimeoutError("the write landed but its acknowledgement "
@@ -547,16 +570,21 @@ class Namer:
 
 
 class Client:
-    """The daemon's client: ``await drain()`` answers the mid-turn drain."""
+    """The daemon's client: ``await drain()`` answers the mid-turn drain, with the message the
+    user typed meanwhile or none."""
 
     def __init__(self, world: AsyncWorld) -> None:
         self._world = world
 
     async def drain(self) -> DrainReply:
-        job = self._world.job("drain", None)
-        await job.next()
+        world = self._world
+        job = world.job("drain", None)
+        outcome = await job.next()
         job.end("done")
-        return DrainReply(has_queued_prompt=False)
+        messages = (f"typed while it worked {len(world.jobs)}",) if outcome == "message" else ()
+        if job.run is not None:
+            world.drained[job.run.key] = messages
+        return DrainReply(messages=messages, has_queued_prompt=False)
 
 
 class Hooks:
