@@ -506,7 +506,8 @@ class Run:
                 world.violate("effects-ended", "TL-4, TL-5", f"{job.name} still runs after "
                               f"the {job.run.kind} effect that started it ended "
                               f"({job.run.key}): its result lands after the driver was "
-                              "answered")
+                              "answered (a task started inside an effect belongs to it; "
+                              "start a long-lived one, a writer, in make_effects)")
         for run in self.runs:
             if run.ended:
                 continue
