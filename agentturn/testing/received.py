@@ -75,19 +75,14 @@ Sent = SentUser | SentAssistant | SentToolResult | SentOther
 Reader = Callable[[Sequence[Any]], "tuple[Sent, ...]"]
 
 
-def _text(content: Any, kinds: tuple[str, ...]) -> tuple[str, list[Any]]:
-    """A message's text (a string, or the text of its parts of ``kinds``) and its other parts."""
+def _text(content: Any, kinds: tuple[str, ...]) -> str:
+    """A message's text: a string, or the text of its parts of ``kinds``, joined."""
     if content is None:
-        return "", []
+        return ""
     if isinstance(content, str):
-        return content, []
-    texts, others = [], []
-    for part in content:
-        if isinstance(part, Mapping) and part.get("type") in kinds:
-            texts.append(str(part.get("text", "")))
-        else:
-            others.append(part)
-    return "".join(texts), others
+        return content
+    return "".join(str(part.get("text", "")) for part in content
+                   if isinstance(part, Mapping) and part.get("type") in kinds)
 
 
 def _user(content: Any, kinds: tuple[str, ...]) -> list[Sent]:
@@ -115,13 +110,13 @@ def from_openai_chat(messages: Sequence[Any]) -> tuple[Sent, ...]:
         if role == "user":
             sent.extend(_user(message.get("content"), ("text",)))
         elif role == "assistant":
-            text, _ = _text(message.get("content"), ("text", "output_text"))
+            text = _text(message.get("content"), ("text", "output_text"))
             calls = tuple(_call(c.get("id"), c.get("function", {}).get("name"),
                                 c.get("function", {}).get("arguments", ""))
                           for c in message.get("tool_calls") or ())
             sent.append(SentAssistant(text, calls))
         elif role == "tool":
-            text, _ = _text(message.get("content"), ("text",))
+            text = _text(message.get("content"), ("text",))
             sent.append(SentToolResult(str(message.get("tool_call_id")), text))
         else:
             sent.append(SentOther(message))
@@ -146,12 +141,12 @@ def from_openai_responses(items: Sequence[Any]) -> tuple[Sent, ...]:
                 sent.append(SentAssistant("", (call,)))
         elif kind == "function_call_output":
             output = item.get("output", "")
-            text = output if isinstance(output, str) else _text(output, ("input_text",))[0]
+            text = output if isinstance(output, str) else _text(output, ("input_text",))
             sent.append(SentToolResult(str(item.get("call_id")), text))
         elif kind == "message" and role == "user":
             sent.extend(_user(item.get("content"), ("input_text", "text")))
         elif kind == "message" and role == "assistant":
-            text, _ = _text(item.get("content"), ("output_text", "text"))
+            text = _text(item.get("content"), ("output_text", "text"))
             sent.append(SentAssistant(text))
         else:
             sent.append(SentOther(item))
@@ -178,7 +173,7 @@ def from_anthropic(messages: Sequence[Any]) -> tuple[Sent, ...]:
             elif kind == "text":
                 texts.append(str(block.get("text", "")))
             elif kind == "tool_result" and role == "user":
-                text, _ = _text(block.get("content"), ("text",))
+                text = _text(block.get("content"), ("text",))
                 sent.append(SentToolResult(str(block.get("tool_use_id")), text))
             elif kind == "tool_use" and role == "assistant":
                 calls.append(_call(block.get("id"), block.get("name"), block.get("input", {})))

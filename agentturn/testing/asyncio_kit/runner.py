@@ -499,6 +499,8 @@ class Run:
     def _check(self) -> None:
         world = self.world
         pending = world.pending()
+        # nothing left to answer: no job pending, no sleep on the world's clock to end
+        settled = not pending and self._next_due() is None
         for job in pending:
             # (a job of a task started outside every effect, a long-lived writer, say, belongs
             # to none: it is judged when the driver has closed)
@@ -515,7 +517,7 @@ class Run:
                 world.violate("cancel", "TL-2, TL-3", f"the {run.kind} effect for {run.key} "
                               "still runs after the session cancelled it (does it shield "
                               "itself from cancellation?)")
-            elif not pending and self._next_due() is None:
+            elif settled:
                 # An effect may wait on another's work (a lock, a queue to a writer task) or on
                 # the world's clock while the world still has a job to answer or a sleep to
                 # end; with neither left, nothing can free it.
